@@ -1,0 +1,35 @@
+# ethosweep: compile every model x Ethos-U target x memory mode cell of config/config.yaml
+# with ExecuTorch's Arm backend, and summarize the matrix.
+#
+#   model -> export -> quantize -> lower (.pte, TOSA) -> vela report -> header
+#                                                    \-> summary (results/summary.csv)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/export.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/lower.smk"
+include: "workflow/rules/vela.smk"
+include: "workflow/rules/header.smk"
+include: "workflow/rules/summary.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    localrule: True
+    default_target: True
+
+
+onsuccess:
+    print_summary_table()
+
+
+onerror:
+    summarize_after_failure()

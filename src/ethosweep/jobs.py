@@ -1,0 +1,124 @@
+"""Running one stage of one cell as a Snakemake job.
+
+The thin scripts in workflow/scripts/ call `run_stage` with the library
+function to run and plain keyword arguments read from `snakemake.input`,
+`.output` and `.params`. This module owns what every job needs: its output
+and Python logging go to the job's log file, and a failure ends in one line on
+the terminal that names the stage, the cell and the cause (with the log's path
+for the traceback), while the job exits non-zero so Snakemake deletes its
+partial outputs and carries on with the other cells (--keep-going).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from ethosweep.provenance import tool_versions
+
+# A line with this prefix in a job's log is the job's failure reason; the
+# summary reads it to explain a failed cell in one line.
+FAILURE_PREFIX = "ethosweep-failure: "
+
+
+class StageError(Exception):
+    """An expected failure of a stage: bad model, Vela error, ... (no traceback needed)."""
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """'package.module:function' -> the function (imported on first use)."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def describe_job(rule: str, wildcards: dict[str, str]) -> str:
+    """How terminal messages name a job: 'lower_to_pte mnist/int8/ethos-u55-128/...'"""
+    return f"{rule} {'/'.join(wildcards.values())}" if wildcards else rule
+
+
+def run_stage(smk: Any, ref: str, **kwargs: Any) -> Any:
+    """Run library function `ref` for the Snakemake job `smk` with `kwargs`."""
+    log_path = Path(smk.log[0])
+    label = describe_job(smk.rule, dict(smk.wildcards.items()))
+    return run_logged(ref, kwargs, log_path, label)
+
+
+def run_logged(ref: str, kwargs: dict[str, Any], log_path: Path, label: str) -> Any:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
+        _configure_logging()
+        print(f"ethosweep: {label}", flush=True)
+        print(f"ethosweep: tools {tool_versions()}", flush=True)
+        started = time.perf_counter()
+        try:
+            result = resolve(ref)(**kwargs)
+        except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+            reason = one_line(error)
+            if not isinstance(error, StageError):
+                traceback.print_exc()
+            print(f"{FAILURE_PREFIX}{reason}", flush=True)
+            terminal.write(f"ethosweep: FAILED {label}: {reason} (log: {log_path})\n")
+            terminal.close()
+            sys.exit(1)
+        print(f"ethosweep: done in {time.perf_counter() - started:.1f} s", flush=True)
+    terminal.close()
+    return result
+
+
+def one_line(error: BaseException) -> str:
+    """The first meaningful line of an error, prefixed by its type unless it is ours."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if len(text) > 400:
+        text = text[:397] + "..."
+    return text if isinstance(error, StageError) else f"{type(error).__name__}: {text}"
+
+
+def failure_reason(log_path: str | os.PathLike) -> str | None:
+    """The failure line a job wrote to its log, if any."""
+    try:
+        lines = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        if line.startswith(FAILURE_PREFIX):
+            return line[len(FAILURE_PREFIX):]
+    return None
+
+
+@contextlib.contextmanager
+def _redirect_fds(log):
+    """Send fds 1 and 2 (Python and C-level output: Vela, torch warnings) to the log."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    # ExecuTorch passes --verbose-all to Vela when its logger is at INFO:
+    # megabytes of log per cell, so only ethosweep's own messages are at INFO.
+    logging.getLogger("ethosweep").setLevel(logging.INFO)

@@ -1,0 +1,200 @@
+"""Stage 6, summary: one row per cell in results/summary.csv, and the terminal table.
+
+Column prefixes say where a number comes from: `vela_` columns are Vela's
+compiler estimates, `pte_`/`delegation` columns are facts of the compiled
+program. Every row carries the tool versions and the parameters that produced it.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Iterable
+
+from ethosweep.io import atomic_write_text, read_json
+from ethosweep.jobs import failure_reason
+from ethosweep.provenance import TOOLS, tool_versions
+
+KEY_COLUMNS = ["model", "quantization", "target", "system_config", "memory_mode"]
+COLUMNS = KEY_COLUMNS + [
+    "status",
+    "reason",
+    "delegation",
+    "partitions",
+    "npu_ops",
+    "cpu_ops",
+    "cpu_operators",
+    "vela_macs",
+    "vela_cycles_total",
+    "vela_cycles_npu",
+    "vela_inference_ms",
+    "vela_inferences_per_s",
+    "vela_mac_utilisation_pct",
+    "vela_sram_kib",
+    "vela_off_chip_flash_kib",
+    "vela_on_chip_flash_kib",
+    "vela_dram_kib",
+    "vela_core_clock_mhz",
+    "pte_bytes",
+    "header",
+    "pte",
+    "optimise",
+    "arena_cache_size",
+    "vela_config",
+    "seed",
+    *TOOLS.keys(),
+    "ethosweep",
+]
+
+
+def cell_key(cell: dict) -> dict:
+    return {
+        "model": cell["model"],
+        "quantization": cell["quant"],
+        "target": cell["target"],
+        "system_config": cell["system_config"],
+        "memory_mode": cell["memory_mode"],
+    }
+
+
+def _parameters(cell: dict) -> dict:
+    vela = cell.get("vela", {})
+    return {
+        "optimise": vela.get("optimise"),
+        "arena_cache_size": vela.get("arena_cache_size") or "",
+        "vela_config": vela.get("config") or "Arm/vela.ini",
+        "seed": cell.get("seed"),
+    }
+
+
+def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str) -> dict:
+    """The summary row of a cell whose stages all completed."""
+    lowered, table, vela = read_json(lower_meta), read_json(delegation), read_json(vela_summary)
+    figures = vela["cell"]
+    row = {
+        **cell_key(cell),
+        "status": "ok",
+        "reason": "" if table["delegated"] == "full" else _delegation_reason(table),
+        "delegation": table["delegated"],
+        "partitions": table["partitions"],
+        "npu_ops": table["npu_ops"],
+        "cpu_ops": table["cpu_compute_ops"],
+        "cpu_operators": "; ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()),
+        "pte_bytes": lowered["pte_bytes"],
+        "pte": pte,
+        "header": header,
+        **_parameters(cell),
+        **{k: lowered["versions"].get(k, "") for k in [*TOOLS, "ethosweep"]},
+    }
+    if figures:
+        row.update({
+            "vela_macs": figures["nn_macs"],
+            "vela_cycles_total": figures["cycles_total"],
+            "vela_cycles_npu": figures["cycles_npu"],
+            "vela_inference_ms": round(figures["inference_time_ms"], 4),
+            "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
+            "vela_mac_utilisation_pct": round(100 * figures["mac_utilisation"], 2) if figures["mac_utilisation"] is not None else "",
+            "vela_sram_kib": round(figures["sram_memory_used"], 2),
+            "vela_off_chip_flash_kib": round(figures["off_chip_flash_memory_used"], 2),
+            "vela_on_chip_flash_kib": round(figures["on_chip_flash_memory_used"], 2),
+            "vela_dram_kib": round(figures["dram_memory_used"], 2),
+            "vela_core_clock_mhz": round(figures["core_clock"] / 1e6, 1),
+        })
+    return row
+
+
+def _delegation_reason(table: dict) -> str:
+    if table["delegated"] == "none":
+        return "nothing delegated: the whole model runs on the CPU"
+    return "partly delegated; on the CPU: " + ", ".join(table["cpu_operators"])
+
+
+def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:
+    """The row of a cell that did not complete: the first stage that failed and why."""
+    for stage, log in stage_logs:
+        reason = failure_reason(log)
+        if reason is not None:
+            status, why = "failed", f"{stage}: {reason}"
+            break
+    else:
+        status, why = "not run", "an earlier stage failed or the run was interrupted"
+    return {**cell_key(cell), "status": status, "reason": why, **_parameters(cell), **_versions_now()}
+
+
+def _versions_now() -> dict:
+    versions = tool_versions()
+    return {k: versions.get(k, "") for k in [*TOOLS, "ethosweep"]}
+
+
+def to_csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row.get(c, "") for c in COLUMNS})
+    return buffer.getvalue()
+
+
+def write_summary(rows: list[dict], path: str | Path) -> None:
+    atomic_write_text(path, to_csv(rows))
+
+
+def read_summary_csv(path: str | Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def format_table(rows: list[dict]) -> str:
+    """The matrix at a glance, for the terminal."""
+    headers = ["model", "q", "target", "memory mode", "status", "NPU/CPU ops", "Vela cycles", "ms", "SRAM KiB", "flash+DRAM KiB", ".pte KiB"]
+    lines = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        flash = sum(_num(r.get(k)) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib"))
+        lines.append([
+            r["model"], r["quantization"], r["target"], r["memory_mode"],
+            r["status"] if r.get("status") != "ok" or not r.get("reason") else f"ok ({r.get('delegation')})",
+            f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
+            f"{int(_num(r.get('vela_cycles_total'))):,}" if ok and r.get("vela_cycles_total") not in ("", None) else "",
+            f"{_num(r.get('vela_inference_ms')):.3f}" if ok and r.get("vela_inference_ms") not in ("", None) else "",
+            f"{_num(r.get('vela_sram_kib')):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+            f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+            f"{_num(r.get('pte_bytes')) / 1024:.1f}" if ok else "",
+        ])
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
+    fmt = "  ".join(f"{{:{'>' if i >= 5 else '<'}{w}}}" for i, w in enumerate(widths))
+    out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
+    out += [fmt.format(*line) for line in lines]
+    failed = [r for r in rows if r.get("status") != "ok"]
+    out.append("")
+    out.append(f"{len(rows) - len(failed)} of {len(rows)} cells ok; cycles and memory are Vela's compiler estimates.")
+    for r in failed:
+        out.append(f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: {r.get('reason', '')}")
+    return "\n".join(out)
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def summarize(
+    cells: list[dict],
+    lower_meta: list[str],
+    delegation: list[str],
+    vela_summary: list[str],
+    pte: list[str],
+    header: list[str],
+    summary: str,
+) -> list[dict]:
+    """Write results/summary.csv from every cell's stage outputs (lists in matrix order)."""
+    rows = [
+        cell_row(cell, *paths)
+        for cell, *paths in zip(cells, lower_meta, delegation, vela_summary, pte, header, strict=True)
+    ]
+    write_summary(rows, summary)
+    return rows

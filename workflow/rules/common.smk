@@ -1,0 +1,160 @@
+# Helpers shared by the rules: config validation, the matrix, input functions.
+# The matrix is built once, here, by ethosweep.config; nothing below imports torch,
+# so parsing the workflow (and a no-op run) stays fast.
+import re
+import sys
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from ethosweep import summary as ethosweep_summary
+from ethosweep import targets as ethosweep_targets
+from ethosweep.codeversion import code_version
+from ethosweep.config import ConfigError, build_sweep
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+try:
+    SWEEP = build_sweep(config)
+except ConfigError as error:
+    raise WorkflowError(f"Invalid config: {error}")
+print(SWEEP.describe(), file=sys.stderr)
+
+# The path of a cell below each stage's folder (see Cell.id).
+CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}"
+
+
+def _alternatives(values):
+    return "|".join(re.escape(v) for v in sorted(set(values), key=len, reverse=True))
+
+
+# Generated from the validated matrix: a wildcard can only ever match a name the
+# config defines, never a path fragment.
+wildcard_constraints:
+    model=_alternatives(SWEEP.models),
+    quant=_alternatives(c.quant for c in SWEEP.cells),
+    target=_alternatives(c.target for c in SWEEP.cells),
+    system_config=_alternatives(c.system_config for c in SWEEP.cells),
+    memory_mode=_alternatives(c.memory_mode for c in SWEEP.cells),
+    tosa_profile="u55|u85",
+
+
+def cell_of(wildcards):
+    return SWEEP.cell(
+        wildcards.model,
+        wildcards.quant,
+        wildcards.target,
+        wildcards.system_config,
+        wildcards.memory_mode,
+    )
+
+
+def cell_paths(pattern):
+    """`pattern` (with {CELL} fields) formatted for every cell of the matrix, in matrix order."""
+    return [pattern.format(**_cell_fields(c)) for c in SWEEP.cells]
+
+
+def _cell_fields(cell):
+    return {
+        "model": cell.model,
+        "quant": cell.quant,
+        "target": cell.target,
+        "system_config": cell.system_config,
+        "memory_mode": cell.memory_mode,
+    }
+
+
+def cell_record(cell):
+    """The plain-data description of a cell that the summary receives as a param."""
+    return {**_cell_fields(cell), "vela": cell.vela.as_params(), "seed": SWEEP.seed}
+
+
+# ---- input functions and params ----------------------------------------------
+
+
+def model_params(wildcards):
+    return SWEEP.models[wildcards.model].as_params()
+
+
+def model_source_file(wildcards):
+    """A model file is an input (editing it reruns the model's chain); import models have none."""
+    spec = SWEEP.models[wildcards.model]
+    return [spec.file] if spec.file else []
+
+
+def quantized_program(wildcards):
+    profile = ethosweep_targets.tosa_profile(wildcards.target)
+    return f"results/quantize/{wildcards.model}/{wildcards.quant}/{profile}/quantized.pt2"
+
+
+def cell_vela_options(wildcards):
+    return cell_of(wildcards).vela.as_params()
+
+
+def custom_vela_ini(wildcards):
+    """A custom vela.ini is an input of the cells that use it, so editing it reruns them."""
+    config_path = cell_of(wildcards).vela.config
+    return [config_path] if config_path else []
+
+
+def header_symbol(wildcards):
+    from ethosweep.header import symbol_for
+
+    return symbol_for(wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode)
+
+
+# ---- targets and end-of-run reporting ----------------------------------------
+
+SUMMARY = "results/summary.csv"
+
+
+def all_outputs():
+    return [
+        SUMMARY,
+        *cell_paths(f"results/lower/{CELL}/model.pte"),
+        *cell_paths(f"results/vela/{CELL}/summary.json"),
+        *cell_paths(f"results/header/{CELL}/model_pte.h"),
+    ]
+
+
+def print_summary_table():
+    from pathlib import Path
+
+    if Path(SUMMARY).exists():
+        rows = ethosweep_summary.read_summary_csv(SUMMARY)
+        print("\n" + ethosweep_summary.format_table(rows) + f"\n\nFull table: {SUMMARY}", file=sys.stderr)
+
+
+# The stages of a cell in order, with their logs: the summary of a failed run
+# names the first stage whose log holds a failure.
+STAGE_LOGS = (
+    ("export", "logs/export/{model}.log"),
+    ("quantize", "logs/quantize/{model}/{quant}/{tosa_profile}.log"),
+    ("lower", f"logs/lower/{CELL}.log"),
+    ("vela", f"logs/vela/{CELL}.log"),
+    ("header", f"logs/header/{CELL}.log"),
+)
+
+
+def summarize_after_failure():
+    """After a failed run (with --keep-going, after every other cell finished):
+    write results/summary.csv with a row per cell, failed cells naming their cause."""
+    from pathlib import Path
+
+    rows = []
+    for cell in SWEEP.cells:
+        fields = {**_cell_fields(cell), "tosa_profile": cell.tosa_profile}
+        paths = {
+            "lower_meta": f"results/lower/{CELL}/lower.json".format(**fields),
+            "delegation": f"results/lower/{CELL}/delegation.json".format(**fields),
+            "vela_summary": f"results/vela/{CELL}/summary.json".format(**fields),
+            "pte": f"results/lower/{CELL}/model.pte".format(**fields),
+            "header": f"results/header/{CELL}/model_pte.h".format(**fields),
+        }
+        if all(Path(p).exists() for p in paths.values()):
+            rows.append(ethosweep_summary.cell_row(cell_record(cell), **paths))
+        else:
+            logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
+            rows.append(ethosweep_summary.failed_row(cell_record(cell), logs))
+    ethosweep_summary.write_summary(rows, SUMMARY)
+    print_summary_table()

@@ -1,0 +1,22 @@
+rule export_model:
+    input:
+        model_file=model_source_file,
+    output:
+        program="results/export/{model}/program.pt2",
+        inputs="results/export/{model}/inputs.pt",
+        reference="results/export/{model}/reference.pt",
+        meta="results/export/{model}/export.json",
+    log:
+        "logs/export/{model}.log",
+    benchmark:
+        "benchmarks/export/{model}.tsv"
+    params:
+        model=model_params,
+        seed=SWEEP.seed,
+        code=code_version("ethosweep.export"),
+    threads: 1
+    resources:
+        # torch + ExecuTorch in one process: ~1 GiB for MobileNetV2-sized models
+        mem_mb=2000,
+    script:
+        "../scripts/export.py"

@@ -1,0 +1,17 @@
+rule write_header:
+    input:
+        pte=f"results/lower/{CELL}/model.pte",
+    output:
+        header=ensure(f"results/header/{CELL}/model_pte.h", non_empty=True),
+    log:
+        f"logs/header/{CELL}.log",
+    benchmark:
+        f"benchmarks/header/{CELL}.tsv"
+    params:
+        symbol=header_symbol,
+        code=code_version("ethosweep.header"),
+    threads: 1
+    resources:
+        mem_mb=500,
+    script:
+        "../scripts/header.py"

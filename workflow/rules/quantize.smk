@@ -1,0 +1,20 @@
+# One quantized program per model, scheme and TOSA profile (u55: Ethos-U55 and -U65,
+# u85: Ethos-U85), shared by every cell with that profile: see ethosweep/quantize.py.
+rule quantize_model:
+    input:
+        program="results/export/{model}/program.pt2",
+        inputs="results/export/{model}/inputs.pt",
+    output:
+        quantized="results/quantize/{model}/{quant}/{tosa_profile}/quantized.pt2",
+        meta="results/quantize/{model}/{quant}/{tosa_profile}/quantize.json",
+    log:
+        "logs/quantize/{model}/{quant}/{tosa_profile}.log",
+    benchmark:
+        "benchmarks/quantize/{model}/{quant}/{tosa_profile}.tsv"
+    params:
+        code=code_version("ethosweep.quantize"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    script:
+        "../scripts/quantize.py"

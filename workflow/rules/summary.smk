@@ -1,0 +1,19 @@
+rule summarize_sweep:
+    input:
+        lower_meta=cell_paths(f"results/lower/{CELL}/lower.json"),
+        delegation=cell_paths(f"results/lower/{CELL}/delegation.json"),
+        vela_summary=cell_paths(f"results/vela/{CELL}/summary.json"),
+        pte=cell_paths(f"results/lower/{CELL}/model.pte"),
+        header=cell_paths(f"results/header/{CELL}/model_pte.h"),
+    output:
+        summary=SUMMARY,
+    log:
+        "logs/summary.log",
+    benchmark:
+        "benchmarks/summary.tsv"
+    params:
+        cells=[cell_record(c) for c in SWEEP.cells],
+        code=code_version("ethosweep.summary"),
+    localrule: True
+    script:
+        "../scripts/summary.py"

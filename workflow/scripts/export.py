@@ -1,0 +1,12 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.export:export_model",
+    model=snakemake.params.model,
+    seed=snakemake.params.seed,
+    program=snakemake.output.program,
+    inputs=snakemake.output.inputs,
+    reference=snakemake.output.reference,
+    meta=snakemake.output.meta,
+)

@@ -1,0 +1,9 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.header:write_header",
+    pte=snakemake.input.pte,
+    header=snakemake.output.header,
+    symbol=snakemake.params.symbol,
+)

@@ -1,0 +1,12 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.quantize:quantize_model",
+    program=snakemake.input.program,
+    inputs=snakemake.input.inputs,
+    scheme=snakemake.wildcards.quant,
+    profile=snakemake.wildcards.tosa_profile,
+    quantized=snakemake.output.quantized,
+    meta=snakemake.output.meta,
+)
