@@ -124,13 +124,13 @@ class Sweep:
 
     def describe(self) -> str:
         """One line for the terminal: what is about to be swept."""
-        dims = {
-            "models": len({c.model for c in self.cells}),
-            "targets": len({(c.target, c.system_config) for c in self.cells}),
-            "memory modes": len({c.memory_mode for c in self.cells}),
-            "quantization": len({c.quant for c in self.cells}),
-        }
-        text = f"ethosweep: {len(self.cells)} cells (" + ", ".join(f"{n} {k}" for k, n in dims.items()) + ")"
+        dims = (
+            (len({c.model for c in self.cells}), "model"),
+            (len({(c.target, c.system_config) for c in self.cells}), "target"),
+            (len({c.memory_mode for c in self.cells}), "memory mode"),
+            (len({c.quant for c in self.cells}), "quantization scheme"),
+        )
+        text = f"ethosweep: {len(self.cells)} cells (" + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims) + ")"
         if self.skipped:
             reasons = sorted({r for _, r in self.skipped})
             text += f"; left out {len(self.skipped)} combinations Vela does not accept: " + "; ".join(reasons)

@@ -41,13 +41,18 @@ def quantization_config(scheme: str):
     raise ValueError(f"unknown quantization scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
 
 
-def quantize_exported(exported, calibration: list[tuple], scheme: str, profile: str):
+def profile_compile_spec(profile: str):
+    """A compile spec with the given TOSA profile (all the quantizer reads from it)."""
+    target = PROFILE_TARGET[profile]
+    return ethosu_compile_spec(target, tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)], "Shared_Sram", {})
+
+
+def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_spec):
     """prepare_pt2e -> calibrate -> convert_pt2e -> export: the quantized program."""
     from executorch.backends.arm.quantizer import EthosUQuantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    spec = ethosu_compile_spec(PROFILE_TARGET[profile], _any_system_config(profile), "Shared_Sram", {})
-    quantizer = EthosUQuantizer(spec)
+    quantizer = EthosUQuantizer(compile_spec)
     quantizer.set_global(quantization_config(scheme))
     # torch 2.13: .module() adds a _guards_fn call_module that some Arm quantizer
     # passes reject ("call_module is not supported"); the guards are not needed here.
@@ -59,17 +64,13 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, profile: 
     return torch.export.export(converted, calibration[0])
 
 
-def _any_system_config(profile: str) -> str:
-    return tg.DEFAULT_SYSTEM_CONFIG[tg.family(PROFILE_TARGET[profile])]
-
-
 def quantize_model(program: str, inputs: str, scheme: str, profile: str, quantized: str, meta: str) -> dict:
     """Quantize the exported program of one model for one scheme and TOSA profile."""
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
     calibration = [example_inputs]  # real calibration data: see the numerics issue
     try:
-        quantized_program = quantize_exported(exported, calibration, scheme, profile)
+        quantized_program = quantize_exported(exported, calibration, scheme, profile_compile_spec(profile))
     except Exception as error:
         raise StageError(f"quantization ({scheme}, TOSA profile {profile}) failed: {type(error).__name__}: {error}") from error
 

@@ -1,8 +1,10 @@
 # Helpers shared by the rules: config validation, the matrix, input functions.
 # The matrix is built once, here, by ethosweep.config; nothing below imports torch,
 # so parsing the workflow (and a no-op run) stays fast.
+import os
 import re
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -12,6 +14,15 @@ from ethosweep import targets as ethosweep_targets
 from ethosweep.codeversion import code_version
 from ethosweep.config import ConfigError, build_sweep
 
+
+# Jobs import the ethosweep package. uv installs it into the project's venv; with
+# `--sdm conda` (envs/ethosweep.yaml) it comes from here. Appended, so an
+# environment's own copy wins. (Set, not required: no `envvars:` declaration.)
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        p for p in (os.environ.get("PYTHONPATH"), str(Path(workflow.basedir) / "src")) if p
+    )
+)
 
 validate(config, schema="../schemas/config.schema.yaml")
 try:
@@ -118,11 +129,10 @@ def all_outputs():
 
 
 def print_summary_table():
-    from pathlib import Path
-
     if Path(SUMMARY).exists():
         rows = ethosweep_summary.read_summary_csv(SUMMARY)
-        print("\n" + ethosweep_summary.format_table(rows) + f"\n\nFull table: {SUMMARY}", file=sys.stderr)
+        table = ethosweep_summary.format_table(rows)
+        print(f"\n{table}\n\nFull table: {SUMMARY}", file=sys.stderr)
 
 
 # The stages of a cell in order, with their logs: the summary of a failed run
@@ -139,8 +149,6 @@ STAGE_LOGS = (
 def summarize_after_failure():
     """After a failed run (with --keep-going, after every other cell finished):
     write results/summary.csv with a row per cell, failed cells naming their cause."""
-    from pathlib import Path
-
     rows = []
     for cell in SWEEP.cells:
         fields = {**_cell_fields(cell), "tosa_profile": cell.tosa_profile}

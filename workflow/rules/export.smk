@@ -18,5 +18,7 @@ rule export_model:
     resources:
         # torch + ExecuTorch in one process: ~1 GiB for MobileNetV2-sized models
         mem_mb=2000,
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/export.py"

@@ -13,5 +13,7 @@ rule write_header:
     threads: 1
     resources:
         mem_mb=500,
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/header.py"

@@ -18,5 +18,7 @@ rule lower_to_pte:
     resources:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident
         mem_mb=2000,
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/lower.py"

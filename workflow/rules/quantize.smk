@@ -16,5 +16,7 @@ rule quantize_model:
     threads: 1
     resources:
         mem_mb=2000,
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/quantize.py"

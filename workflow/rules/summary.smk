@@ -15,5 +15,7 @@ rule summarize_sweep:
         cells=[cell_record(c) for c in SWEEP.cells],
         code=code_version("ethosweep.summary"),
     localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/summary.py"

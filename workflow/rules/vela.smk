@@ -16,5 +16,7 @@ rule run_vela:
     threads: 1
     resources:
         mem_mb=500,
+    conda:
+        "../../envs/ethosweep.yaml"
     script:
         "../scripts/vela.py"

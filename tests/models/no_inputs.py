@@ -1,0 +1,3 @@
+import torch
+
+ModelUnderTest = torch.nn.ReLU()

@@ -1,0 +1,4 @@
+import torch
+
+ModelUnderTest = torch.nn.ReLU()
+ModelInputs = torch.zeros(1, 4)  # wrong: must be a tuple

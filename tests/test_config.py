@@ -1,0 +1,126 @@
+"""The config schema and the matrix it expands to."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from ethosweep.config import ConfigError, build_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+ADD = {"name": "add", "import": "executorch.examples.models.toy_model:AddModule", "inputs": [{"shape": [4]}, {"shape": [4]}]}
+
+
+def sweep(config: dict, base: Path = REPO):
+    validate(config, SCHEMA)
+    return build_sweep(config, base)
+
+
+def test_default_config_is_the_documented_matrix():
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    result = sweep(config)
+    assert list(result.models) == [
+        "add", "softmax", "mnist", "mobilenet_v2", "ds_cnn", "resnet8", "mobilenet_v1_025", "deep_autoencoder",
+    ]
+    # per model: U55 x {Shared_Sram, Sram_Only} + U65 and U85 x {Shared_Sram, Sram_Only, Dedicated_Sram}
+    assert len(result.cells) == 8 * (2 + 3 + 3)
+    assert {(c.target, c.system_config) for c in result.cells} == {
+        ("ethos-u55-128", "Ethos_U55_High_End_Embedded"),
+        ("ethos-u65-256", "Ethos_U65_High_End"),
+        ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid"),
+    }
+    assert not [c for c in result.cells if c.target == "ethos-u55-128" and c.memory_mode == "Dedicated_Sram"]
+    assert result.skipped == [
+        ("ethos-u55-128 x Ethos_U55_High_End_Embedded x Dedicated_Sram",
+         "ethos-u55 has no dedicated SRAM, so Dedicated_Sram is not available on ethos-u55-128"),
+    ]
+    # 8 models x 2 TOSA profiles: U55 and U65 cells share quantized programs.
+    assert len(result.quantize_keys()) == 16
+    assert "64 cells (8 models, 3 targets, 3 memory modes, 1 quantization scheme)" in result.describe()
+
+
+def test_schema_fills_defaults():
+    config = {"models": [ADD]}
+    validate(config, SCHEMA)
+    assert config["targets"] == ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
+    assert config["vela"] == {"optimise": "Performance", "arena_cache_size": None, "config": None}
+    assert config["quantization"] == ["int8"] and config["seed"] == 0
+
+
+def test_per_target_vela_options_override_only_the_keys_they_set():
+    config = {
+        "models": [ADD],
+        "targets": ["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}],
+        "memory_modes": ["Shared_Sram"],
+        "vela": {"arena_cache_size": 65536},
+    }
+    cells = {c.target: c for c in sweep(config).cells}
+    assert cells["ethos-u55-128"].vela.as_params() == {"optimise": "Performance", "arena_cache_size": 65536, "config": None}
+    assert cells["ethos-u85-256"].vela.as_params() == {"optimise": "Size", "arena_cache_size": 65536, "config": None}
+
+
+def test_include_adds_cells_and_exclude_drops_them():
+    config = {
+        "models": [ADD, {"name": "mnist", "file": "models/mnist.py"}],
+        "targets": ["ethos-u55-128"],
+        "memory_modes": ["Shared_Sram"],
+        "quantization": ["int8", "a16w8"],
+        "exclude": [{"model": "mnist", "quantization": "a16w8"}],
+        "include": [{"model": "mnist", "target": "ethos-u85-256", "memory_mode": "Dedicated_Sram", "quantization": "int8"}],
+    }
+    ids = [c.id for c in sweep(config).cells]
+    assert ids == [
+        "add/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+        "add/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+        "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+        "mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Dedicated_Sram",
+    ]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"include": [{"model": "add", "target": "ethos-u55-128", "memory_mode": "Dedicated_Sram"}]},
+         "include[0].memory_mode: add on ethos-u55-128 / Ethos_U55_High_End_Embedded / Dedicated_Sram is not valid: "
+         "ethos-u55 has no dedicated SRAM"),
+        ({"include": [{"model": "add", "target": "ethos-u65-256", "system_config": "Ethos_U65_Embedded", "memory_mode": "Dedicated_Sram"}]},
+         "include[0].memory_mode: add on ethos-u65-256 / Ethos_U65_Embedded / Dedicated_Sram is not valid: "
+         "Dedicated_Sram puts the arena on AXI1, which is OffChipFlash"),
+        ({"targets": ["ethos-u99-1"]}, "targets[0]: unknown target 'ethos-u99-1'; allowed: ethos-u55-32, "),
+        ({"targets": [{"target": "ethos-u55-128", "system_config": "Ethos_U85_SYS_DRAM_Mid"}]},
+         "targets[0].system_config: system config 'Ethos_U85_SYS_DRAM_Mid' is for another NPU family than "
+         "ethos-u55-128; allowed for ethos-u55: Ethos_U55_Deep_Embedded, Ethos_U55_High_End_Embedded"),
+        ({"system_configs": {"ethos-u65": "Nope"}}, "system_configs.ethos-u65: system config 'Nope' is not defined in Arm/vela.ini"),
+        ({"targets": ["ethos-u55-128", "ethos-u55-128"]}, "targets[1]: ethos-u55-128 with system config Ethos_U55_High_End_Embedded is listed twice"),
+        ({"memory_modes": ["Shared_SRAM"]}, "memory_modes[0]: unknown memory mode 'Shared_SRAM'; allowed: Dedicated_Sram,"),
+        ({"exclude": [{"model": "mnist"}]}, "exclude[0].model: 'mnist' is not in the matrix; allowed: add"),
+        ({"targets": ["ethos-u55-64"], "memory_modes": ["Dedicated_Sram"]}, "the matrix is empty"),
+        ({"vela": {"config": "nowhere/vela.ini"}}, "vela.config: Vela configuration file 'nowhere/vela.ini' does not exist"),
+        ({"models": [ADD, ADD]}, "models[1].name: model name 'add' is used twice"),
+        ({"models": [{"name": "x", "file": "models/missing.py"}]}, "models[0].file (x): model file 'models/missing.py' does not exist"),
+        ({"models": [{"name": "x"}]}, "models[0] (x): give exactly one of `file` (a model file) or `import`"),
+        ({"models": [{"name": "x", "import": "a.b:C"}]}, "models[0] (x): an `import` model needs `inputs`"),
+    ],
+)
+def test_invalid_configs_name_the_key_the_value_and_what_is_allowed(change, message):
+    config = {"models": [ADD], "targets": ["ethos-u55-128", "ethos-u65-256"], "memory_modes": ["Shared_Sram"], **change}
+    with pytest.raises(ConfigError) as error:
+        sweep(config)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["../x", "a b", "", "x/y", ".hidden"])
+def test_unsafe_model_names_are_rejected_by_the_schema_and_the_library(name):
+    config = {"models": [{**ADD, "name": name}]}
+    with pytest.raises(WorkflowError, match="does not match"):
+        validate(dict(config), SCHEMA)
+    with pytest.raises(ConfigError, match="is not a valid model name"):
+        build_sweep(config, REPO)
+
+
+def test_unknown_keys_are_rejected_by_the_schema():
+    with pytest.raises(WorkflowError, match="Additional properties are not allowed .'modles' was unexpected"):
+        validate({"models": [ADD], "modles": []}, SCHEMA)

@@ -1,0 +1,123 @@
+"""The workflow end to end on a tiny matrix: real outputs, and only stale work reruns."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, TINY_CONFIG, U55_CELL, planned_jobs, snakemake
+from ethosweep.io import read_json
+
+
+def rows(workdir: Path) -> dict[tuple, dict]:
+    with open(workdir / "results" / "summary.csv", newline="") as f:
+        return {(r["model"], r["target"], r["memory_mode"]): r for r in csv.DictReader(f)}
+
+
+def set_config(workdir: Path, **changes) -> None:
+    path = workdir / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config.update(changes)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
+    table = rows(tiny_sweep)
+    assert set(table) == {
+        ("mnist", "ethos-u55-128", "Shared_Sram"), ("mnist", "ethos-u85-256", "Shared_Sram"),
+        ("add", "ethos-u55-128", "Shared_Sram"), ("add", "ethos-u85-256", "Shared_Sram"),
+        ("ds_cnn", "ethos-u55-128", "Shared_Sram"),
+    }
+    mnist = table["mnist", "ethos-u55-128", "Shared_Sram"]
+    # The seeds' figures for this cell (REFERENCE.md): 1,135,872 MACs, 52,036 NPU cycles.
+    assert (mnist["status"], mnist["delegation"], mnist["vela_macs"], mnist["vela_cycles_npu"]) == ("ok", "full", "1135872", "52036")
+    assert int(mnist["vela_cycles_total"]) == 138824 and mnist["vela_inference_ms"] == "0.2776"
+    assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/lower" / U55_CELL / "model.pte").stat().st_size
+    assert (mnist["torch"], mnist["executorch"], mnist["vela"], mnist["tosa_tools"]) == ("2.13.0", "1.5.1", "5.1.0", "2026.5.0")
+    assert (mnist["optimise"], mnist["vela_config"], mnist["seed"]) == ("Performance", "Arm/vela.ini", "0")
+    # The U85 at 1 GHz with 256 MACs/cycle and weights in DRAM is faster than the U55-128 streaming from flash.
+    assert int(table["mnist", "ethos-u85-256", "Shared_Sram"]["vela_cycles_total"]) < 138824 / 2
+
+
+def test_a_partly_delegated_model_succeeds_and_names_what_stayed_on_the_cpu(tiny_sweep):
+    ds_cnn = rows(tiny_sweep)["ds_cnn", "ethos-u55-128", "Shared_Sram"]
+    assert (ds_cnn["status"], ds_cnn["delegation"], ds_cnn["partitions"]) == ("ok", "partial", "2")
+    assert ds_cnn["cpu_operators"] == "aten_avg_pool2d_default x1"
+    assert "on the CPU: aten_avg_pool2d_default" in ds_cnn["reason"]
+    # Both partitions are compiled by Vela and counted: the cell's MACs are their sum.
+    cell = "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    vela = read_json(tiny_sweep / "results/vela" / cell / "summary.json")
+    assert [p["nn_macs"] for p in vela["partitions"]] == [2656000, 768]
+    assert int(ds_cnn["vela_macs"]) == 2656768
+    lowered = read_json(tiny_sweep / "results/lower" / cell / "lower.json")
+    # Vela inside ExecuTorch and standalone Vela agree on every partition.
+    assert [p["vela_summary"]["cycles_total"] for p in lowered["partitions"]] == [p["cycles_total"] for p in vela["partitions"]]
+
+
+def test_u55_and_u65_share_quantized_programs_and_u85_has_its_own(tiny_sweep):
+    quantized = sorted(p.relative_to(tiny_sweep / "results/quantize").as_posix()
+                       for p in (tiny_sweep / "results/quantize").rglob("quantized.pt2"))
+    assert quantized == ["add/int8/u55/quantized.pt2", "add/int8/u85/quantized.pt2", "ds_cnn/int8/u55/quantized.pt2",
+                         "mnist/int8/u55/quantized.pt2", "mnist/int8/u85/quantized.pt2"]
+
+
+def test_per_layer_report_accounts_for_every_mac(tiny_sweep):
+    with open(tiny_sweep / "results/vela" / U55_CELL / "per_layer.csv", newline="") as f:
+        layers = list(csv.DictReader(f))
+    assert sum(int(l["MAC Count"]) for l in layers) == 1135872
+    assert {l["partition"] for l in layers} == {"0"}
+
+
+def test_every_job_has_a_log_and_a_benchmark(tiny_sweep):
+    assert (tiny_sweep / "logs/lower" / f"{U55_CELL}.log").read_text().startswith("ethosweep: lower_to_pte mnist/int8/ethos-u55-128")
+    assert "Vela estimate: 138824 cycles total" in (tiny_sweep / "logs/vela" / f"{U55_CELL}.log").read_text()
+    for stage in ("lower", "vela", "header"):
+        assert (tiny_sweep / "benchmarks" / stage / f"{U55_CELL}.tsv").read_text().startswith("s\th:m:s")
+
+
+def test_a_second_run_has_nothing_to_do(tiny_sweep):
+    assert planned_jobs(tiny_sweep) == {}
+
+
+def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
+    set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
+    assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "summarize_sweep": 1, "all": 1}
+
+
+def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
+    with open(sweep_copy / "models" / "mnist.py", "a") as f:
+        f.write("\n# edited\n")
+    assert planned_jobs(sweep_copy) == {
+        "export_model": 1, "quantize_model": 2, "lower_to_pte": 2, "run_vela": 2, "write_header": 2,
+        "summarize_sweep": 1, "all": 1,
+    }
+
+
+def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
+    set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
+    assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "summarize_sweep": 1, "all": 1}
+    snakemake(sweep_copy)
+    table = rows(sweep_copy)
+    assert table["mnist", "ethos-u85-256", "Shared_Sram"]["optimise"] == "Size"
+    assert table["mnist", "ethos-u55-128", "Shared_Sram"]["vela_cycles_total"] == "138824"  # untouched
+    lowered = read_json(sweep_copy / "results/lower/mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Shared_Sram/lower.json")
+    assert "--optimise=Size" in lowered["partitions"][0]["vela_args"]
+    assert planned_jobs(sweep_copy) == {}
+
+
+def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
+    # Run against a copy of the package so the edit stays out of the repository.
+    package = sweep_copy / "pkg"
+    shutil.copytree(REPO / "src" / "ethosweep", package / "ethosweep", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(package)}
+    assert planned_jobs(sweep_copy, env=env) == {}
+    with open(package / "ethosweep" / "header.py", "a") as f:
+        f.write("\n# an edit to the header stage\n")
+    assert planned_jobs(sweep_copy, env=env) == {"write_header": 5, "summarize_sweep": 1, "all": 1}
+
+
+def test_lint_is_clean():
+    proc = snakemake(REPO, "--lint", check=False)
+    assert proc.returncode == 0 and "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -1,0 +1,66 @@
+"""Loading models: both sources, reproducible weights and inputs, and clear errors."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ethosweep.config import InputSpec, ModelSpec
+from ethosweep.zoo import ModelError, load_model, make_inputs
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+
+
+def test_model_file_loads_with_its_inputs_and_seeded_weights():
+    spec = ModelSpec(name="mnist", file="models/mnist.py")
+    model, inputs = load_model(spec, seed=0, base_dir=REPO)
+    again, _ = load_model(spec, seed=0, base_dir=REPO)
+    assert isinstance(inputs, tuple) and inputs[0].shape == (1, 1, 28, 28)
+    assert model(*inputs).shape == (1, 10)
+    assert torch.equal(model.conv1.weight, again.conv1.weight)
+
+
+def test_import_model_is_seeded_and_gets_inputs_in_range():
+    spec = ModelSpec(name="ae", import_path="executorch.examples.models.mlperf_tiny:DeepAutoEncoder",
+                     inputs=(InputSpec((1, 640), "float32", -1.0, 1.0),))
+    a, inputs = load_model(spec, seed=3)
+    b, _ = load_model(spec, seed=3)
+    c, _ = load_model(spec, seed=4)
+    first = next(a.parameters())
+    assert torch.equal(first, next(b.parameters())) and not torch.equal(first, next(c.parameters()))
+    assert inputs[0].shape == (1, 640) and -1.0 <= inputs[0].min() and inputs[0].max() < 1.0
+
+
+def test_input_dtypes():
+    ints, flags = make_inputs((InputSpec((5,), "int64", 0, 10), InputSpec((3,), "bool")), seed=0)
+    assert ints.dtype == torch.int64 and 0 <= ints.min() and ints.max() < 10
+    assert flags.dtype == torch.bool
+
+
+@pytest.mark.parametrize(
+    "file, message",
+    [
+        ("syntax_error.py", "model 'bad' (tests/models/syntax_error.py): syntax error at line 3"),
+        ("no_inputs.py", "the file defines no ModelInputs; a model file must define module-level ModelUnderTest"),
+        ("not_a_tuple.py", "ModelInputs must be a tuple of example inputs, got Tensor (write `ModelInputs = (x,)`"),
+        ("missing.py", "model 'bad' (tests/models/missing.py): file not found"),
+    ],
+)
+def test_broken_model_files_say_what_is_wrong(file, message):
+    with pytest.raises(ModelError) as error:
+        load_model(ModelSpec(name="bad", file=f"tests/models/{file}"), seed=0, base_dir=REPO)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("no_such_package.models:Net", "model 'bad' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'"),
+        ("torchvision.models:no_such_net", "module torchvision.models has no attribute 'no_such_net'"),
+    ],
+)
+def test_import_paths_that_do_not_resolve(path, message):
+    with pytest.raises(ModelError) as error:
+        load_model(ModelSpec(name="bad", import_path=path, inputs=(InputSpec((1,)),)), seed=0)
+    assert message in str(error.value)
