@@ -32,7 +32,9 @@ rule all:
 
 onsuccess:
     print_summary_table()
+    stop_warm_worker()
 
 
 onerror:
     summarize_after_failure()
+    stop_warm_worker()

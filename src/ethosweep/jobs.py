@@ -7,6 +7,9 @@ and Python logging go to the job's log file, and a failure ends in one line on
 the terminal that names the stage, the cell and the cause (with the log's path
 for the traceback), while the job exits non-zero so Snakemake deletes its
 partial outputs and carries on with the other cells (--keep-going).
+
+Stages that import torch and ExecuTorch run in a warm worker's fresh fork when
+one is available (see ethosweep.worker); everything else runs in-process.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import importlib
 import logging
 import os
+import resource
 import sys
 import time
 import traceback
@@ -26,6 +30,9 @@ from ethosweep.provenance import tool_versions
 # A line with this prefix in a job's log is the job's failure reason; the
 # summary reads it to explain a failed cell in one line.
 FAILURE_PREFIX = "ethosweep-failure: "
+
+# Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
+WARM_MODULES = ("ethosweep.export", "ethosweep.quantize", "ethosweep.lower")
 
 
 class StageError(Exception):
@@ -43,34 +50,57 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     return f"{rule} {'/'.join(wildcards.values())}" if wildcards else rule
 
 
-def run_stage(smk: Any, ref: str, **kwargs: Any) -> Any:
+def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
     """Run library function `ref` for the Snakemake job `smk` with `kwargs`."""
-    log_path = Path(smk.log[0])
-    label = describe_job(smk.rule, dict(smk.wildcards.items()))
-    return run_logged(ref, kwargs, log_path, label)
+    request = {
+        "ref": ref,
+        "kwargs": kwargs,
+        "log": str(smk.log[0]),
+        "label": describe_job(smk.rule, dict(smk.wildcards.items())),
+        "threads": int(smk.threads),
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "sys_path": list(sys.path),
+    }
+    outcome = dispatch(request)
+    if not outcome["ok"]:
+        print(f"ethosweep: FAILED {request['label']}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
+        sys.exit(1)
 
 
-def run_logged(ref: str, kwargs: dict[str, Any], log_path: Path, label: str) -> Any:
+def dispatch(request: dict[str, Any]) -> dict[str, Any]:
+    """Run a request in a warm worker if it pays off and one is available, else here."""
+    from ethosweep import worker
+
+    if request["ref"].partition(":")[0] in WARM_MODULES and worker.enabled():
+        try:
+            return worker.submit(request)
+        except (worker.Unavailable, OSError) as error:
+            print(f"ethosweep: warm worker unavailable ({error}); running {request['label']} in its own process", file=sys.stderr)
+    return execute(request)
+
+
+def execute(request: dict[str, Any]) -> dict[str, Any]:
+    """Run a request in this process with its output in the job's log. Returns {"ok", "reason"}."""
+    log_path = Path(request["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    _limit_threads(request.get("threads", 1))
     with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
         _configure_logging()
-        print(f"ethosweep: {label}", flush=True)
+        print(f"ethosweep: {request['label']}", flush=True)
         print(f"ethosweep: tools {tool_versions()}", flush=True)
         started = time.perf_counter()
         try:
-            result = resolve(ref)(**kwargs)
+            resolve(request["ref"])(**request["kwargs"])
         except Exception as error:  # noqa: BLE001 - every failure is reported the same way
             reason = one_line(error)
             if not isinstance(error, StageError):
                 traceback.print_exc()
             print(f"{FAILURE_PREFIX}{reason}", flush=True)
-            terminal.write(f"ethosweep: FAILED {label}: {reason} (log: {log_path})\n")
-            terminal.close()
-            sys.exit(1)
-        print(f"ethosweep: done in {time.perf_counter() - started:.1f} s", flush=True)
-    terminal.close()
-    return result
+            return {"ok": False, "reason": reason}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"ethosweep: done in {time.perf_counter() - started:.1f} s (process peak RSS {peak:.0f} MiB)", flush=True)
+    return {"ok": True, "reason": ""}
 
 
 def one_line(error: BaseException) -> str:
@@ -91,6 +121,13 @@ def failure_reason(log_path: str | os.PathLike) -> str | None:
         if line.startswith(FAILURE_PREFIX):
             return line[len(FAILURE_PREFIX):]
     return None
+
+
+def _limit_threads(threads: int) -> None:
+    """Use the threads Snakemake gave the job, not every core (jobs run side by side)."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:  # a warm worker imported it already
+        sys.modules["torch"].set_num_threads(threads)
 
 
 @contextlib.contextmanager

@@ -135,6 +135,13 @@ def print_summary_table():
         print(f"\n{table}\n\nFull table: {SUMMARY}", file=sys.stderr)
 
 
+def stop_warm_worker():
+    """The run is over: let the warm worker (ethosweep.worker) exit now, not after its idle timeout."""
+    from ethosweep import worker
+
+    worker.shutdown()
+
+
 # The stages of a cell in order, with their logs: the summary of a failed run
 # names the first stage whose log holds a failure.
 STAGE_LOGS = (

@@ -1,0 +1,287 @@
+"""Sweep throughput: ethosweep against the seeds' one-cell-at-a-time way, same machine, same run.
+
+    uv run python benchmarks/sweep.py                 # 32-cell matrix (see BENCH_MODELS)
+    uv run python benchmarks/sweep.py --matrix default --cores 2
+
+Times, in this order:
+  peer sequential   `python -m executorch.backends.arm.scripts.aot_arm_compiler --delegate --quantize ...`
+                    once per cell, one after another (the seeds' way);
+  peer parallel     the same commands, --cores at a time;
+  ethosweep cold    `snakemake --cores N` from empty results;
+  ethosweep no-op   the same command again (nothing to do);
+  incremental       after adding one memory mode, after editing one model file, after
+                    changing one Vela option (each against the state the previous left);
+  new cells alone   the added memory mode's cells as a sweep of their own, from empty results.
+Then prints each time, the ratios, peak memory (RSS summed over all processes involved, the
+warm worker included), and checks that both sides compiled the same thing: per cell, the
+Vela command streams and weights in the two .pte files are identical and the Vela cycle
+counts agree (the speed must not come from doing less).
+
+Vela's cycle counts are compiler estimates; here they only serve as a fingerprint of the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import csv
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ethosweep.config import build_sweep  # noqa: E402
+
+# 4 models x (U55: 2 modes, U65: 3, U85: 3) = 32 cells: the default matrix without its two
+# trivial models (add, softmax) and the slow MobileNetV2 and MobileNetV1 (--matrix default has them).
+BENCH_MODELS = ("mnist", "ds_cnn", "resnet8", "deep_autoencoder")
+FIRST_MODES = ["Shared_Sram", "Sram_Only"]  # the incremental step adds Dedicated_Sram
+
+PEER_MODEL_FILE = '''\
+"""aot_arm_compiler model file for {name}: built exactly as ethosweep builds it (seeded)."""
+import sys
+sys.path.insert(0, {src!r})
+from ethosweep.config import InputSpec, ModelSpec
+from ethosweep.zoo import load_model
+
+ModelUnderTest, ModelInputs = load_model(ModelSpec(**{spec!r}, inputs=tuple(InputSpec(**i) for i in {inputs!r})), seed={seed}, base_dir={base!r})
+'''
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matrix", choices=["bench", "default"], default="bench")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
+    parser.add_argument("--skip-peer", action="store_true", help="only time ethosweep")
+    args = parser.parse_args()
+
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    config = bench_config(args.matrix)
+    sweep = build_sweep(config, REPO)
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, {_mem_gib():.0f} GiB; python {platform.python_version()}")
+    print(f"matrix: {sweep.describe().removeprefix('ethosweep: ')}; --cores {args.cores}; workdir {root}\n")
+
+    times, peaks = {}, {}
+
+    def timed(name, func):
+        with PeakRss() as peak:
+            started = time.perf_counter()
+            func()
+            times[name] = time.perf_counter() - started
+        peaks[name] = peak.max_mib
+        print(f"  {name:<34} {times[name]:8.1f} s   peak {peaks[name]:6.0f} MiB PSS", flush=True)
+
+    peer_dir = root / "peer"
+    if not args.skip_peer:
+        write_peer_models(peer_dir, config, sweep)
+        timed("peer sequential", lambda: run_peer(peer_dir / "seq", sweep, workers=1))
+        timed(f"peer parallel ({args.cores} at a time)", lambda: run_peer(peer_dir / "par", sweep, workers=args.cores))
+
+    work = make_workdir(root / "ethosweep", config)
+    timed("ethosweep cold", lambda: snakemake(work, args.cores))
+    timed("ethosweep no-op", lambda: snakemake(work, args.cores))
+
+    added = dict(config, memory_modes=[*FIRST_MODES, "Dedicated_Sram"])
+    write_config(work, added)
+    timed("incremental: +1 memory mode", lambda: snakemake(work, args.cores))
+    new_cells = [c for c in build_sweep(added, REPO).cells if c.memory_mode == "Dedicated_Sram"]
+
+    with open(work / "models" / "mnist.py", "a") as f:
+        f.write("\n# benchmark edit\n")
+    timed("incremental: edit 1 model file", lambda: snakemake(work, args.cores))
+
+    vela_changed = dict(added, targets=[t if t != "ethos-u85-256" else {"target": t, "vela": {"optimise": "Size"}}
+                                        for t in added["targets"]])
+    write_config(work, vela_changed)
+    timed("incremental: 1 Vela option (U85)", lambda: snakemake(work, args.cores))
+
+    alone = make_workdir(root / "alone", dict(config, memory_modes=["Dedicated_Sram"]))
+    timed(f"new cells alone ({len(new_cells)} cells, cold)", lambda: snakemake(alone, args.cores))
+
+    print()
+    if not args.skip_peer:
+        seq, par = times["peer sequential"], times[f"peer parallel ({args.cores} at a time)"]
+        cold = times["ethosweep cold"]
+        print(f"cold / peer sequential            {cold / seq:6.2f}   (target <= 0.5)")
+        print(f"cold / peer parallel              {cold / par:6.2f}   (target < 1)")
+    print(f"no-op                             {times['ethosweep no-op']:6.1f} s (target <= 3 s)")
+    ratio = times["incremental: +1 memory mode"] / times[f"new cells alone ({len(new_cells)} cells, cold)"]
+    print(f"+1 memory mode / new cells alone  {ratio:6.2f}   (target <= 1.2)")
+    job_seconds = sum(job_time(work, stage, cell) for cell in new_cells for stage in ("lower", "vela", "header"))
+    print(f"+1 memory mode: wall {times['incremental: +1 memory mode']:.1f} s for {job_seconds:.1f} s of the new cells' "
+          f"own job time on {args.cores} cores")
+
+    if not args.skip_peer:
+        check_same_work(work, peer_dir / "seq", build_sweep(config, REPO))
+
+
+# ---- the two sides ---------------------------------------------------------------
+
+
+def bench_config(matrix: str) -> dict:
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    if matrix == "default":
+        return dict(default, memory_modes=FIRST_MODES)
+    models = [m for m in default["models"] if m["name"] in BENCH_MODELS]
+    return dict(default, models=models, memory_modes=FIRST_MODES)
+
+
+def make_workdir(path: Path, config: dict) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    (path / "config").mkdir(parents=True)
+    shutil.copytree(REPO / "models", path / "models")
+    write_config(path, config)
+    return path
+
+
+def write_config(path: Path, config: dict) -> None:
+    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def snakemake(workdir: Path, cores: int) -> None:
+    subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                    str(workdir), "--cores", str(cores), "--quiet", "all"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def write_peer_models(peer_dir: Path, config: dict, sweep) -> None:
+    """aot_arm_compiler needs a model file per model: one that builds it as ethosweep does."""
+    (peer_dir / "models").mkdir(parents=True, exist_ok=True)
+    for name, spec in sweep.models.items():
+        params = spec.as_params()
+        text = PEER_MODEL_FILE.format(
+            name=name, src=str(REPO / "src"), seed=sweep.seed, base=str(REPO),
+            spec={"name": name, "file": params["file"], "import_path": params["import"], "kwargs": params["kwargs"]},
+            inputs=[{"shape": tuple(i["shape"]), "dtype": i["dtype"], "low": i["range"][0], "high": i["range"][1]}
+                    for i in params["inputs"]],
+        )
+        (peer_dir / "models" / f"{name}.py").write_text(text)
+
+
+def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
+    return [sys.executable, "-m", "executorch.backends.arm.scripts.aot_arm_compiler",
+            f"--model_name={peer_dir.parent / 'models' / cell.model}.py", "--delegate", "--quantize",
+            f"--target={cell.target}", f"--system_config={cell.system_config}", f"--memory_mode={cell.memory_mode}",
+            f"--output={out / 'model.pte'}", f"--intermediates={out / 'intermediates'}"]
+
+
+def run_peer(peer_dir: Path, sweep, workers: int) -> None:
+    shutil.rmtree(peer_dir, ignore_errors=True)
+
+    def one(cell):
+        out = peer_dir / cell.id
+        out.mkdir(parents=True)
+        with open(out / "log.txt", "w") as log:
+            subprocess.run(peer_command(peer_dir, out, cell), check=True, stdout=log, stderr=log, cwd=out)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, sweep.cells))
+
+
+# ---- checks and measurements ---------------------------------------------------------
+
+
+def vela_blobs(pte: Path) -> list[bytes]:
+    """The Vela command stream + weights of every delegate in a .pte, in order."""
+    data, blobs, start = pte.read_bytes(), [], 0
+    while (begin := data.find(b"vela_bin_stream", start)) != -1:
+        end = data.find(b"vela_end_stream", begin)
+        blobs.append(data[begin:end])
+        start = end + 1
+    return blobs
+
+
+def check_same_work(work: Path, peer_seq: Path, sweep) -> None:
+    mismatches = []
+    for cell in sweep.cells:
+        ours = json.loads((work / "results" / "lower" / cell.id / "lower.json").read_text())
+        peer_csv = next((peer_seq / cell.id / "intermediates" / "output").glob("out_summary_*.csv"))
+        with open(peer_csv, newline="") as f:
+            peer_cycles = int(next(csv.DictReader(f))["cycles_total"])
+        # aot_arm_compiler's Vela files hold the last partition only (fixed names, overwritten).
+        our_last = ours["partitions"][-1]["vela_summary"]["cycles_total"]
+        same_blobs = vela_blobs(work / "results" / "lower" / cell.id / "model.pte") == vela_blobs(peer_seq / cell.id / "model.pte")
+        if peer_cycles != our_last or not same_blobs:
+            mismatches.append(f"{cell.id}: peer {peer_cycles} cycles, ours {our_last}; Vela blobs equal: {same_blobs}")
+    if mismatches:
+        print("DIFFERENT WORK:\n  " + "\n  ".join(mismatches))
+        sys.exit(1)
+    print(f"same work: all {len(sweep.cells)} cells have identical Vela command streams and weights, "
+          "and equal Vela cycle counts, on both sides")
+
+
+def job_time(workdir: Path, stage: str, cell) -> float:
+    with open(workdir / "benchmarks" / stage / f"{cell.id}.tsv") as f:
+        return float(list(csv.DictReader(f, delimiter="\t"))[-1]["s"])
+
+
+class PeakRss:
+    """Samples the memory of this process's descendants and of the warm worker.
+
+    Summed as PSS (proportional set size): a forked worker child shares most of its
+    pages with the worker, and RSS would count those pages once per process.
+    """
+
+    def __enter__(self):
+        self.max_mib, self._stop = 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self):
+        me = os.getpid()
+        while not self._stop.wait(0.2):
+            procs = _processes()
+            family = {me}
+            changed = True
+            while changed:
+                changed = False
+                for pid, (ppid, _, cmd) in procs.items():
+                    if pid not in family and (ppid in family or "ethosweep.worker" in cmd):
+                        family.add(pid)
+                        changed = True
+            total = sum(procs[p][1] for p in family if p in procs and p != me)
+            self.max_mib = max(self.max_mib, total / 1024)
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (ppid, PSS KiB, command line)."""
+    result = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            rollup = Path(f"/proc/{entry}/smaps_rollup").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        pss = next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+        result[int(entry)] = (ppid, pss, cmd)
+    return result
+
+
+def _mem_gib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+if __name__ == "__main__":
+    main()

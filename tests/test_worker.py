@@ -1,0 +1,110 @@
+"""The warm worker: jobs run in fresh forks, crashes stay contained, it shuts down cleanly."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ethosweep import worker
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """A light worker (preloading only `json`) on a private socket."""
+    runtime = Path(tempfile.mkdtemp(prefix="esw", dir="/tmp"))  # short: Unix socket paths are limited
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("ETHOSWEEP_WORKER_PRELOAD", "json")
+    yield worker.socket_path()
+    worker.shutdown()
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture
+def jobs(tmp_path, monkeypatch):
+    """A module of job functions the worker's children import from the client's sys.path."""
+    (tmp_path / "probe_jobs.py").write_text(textwrap.dedent('''
+        import os, time
+        def write(path, text):
+            print("writing", path)
+            with open(path, "w") as f:
+                f.write(f"{text} pid={os.getpid()} cwd={os.getcwd()} env={os.environ.get('PROBE')}")
+        def crash():
+            os.kill(os.getpid(), 9)
+        def slow(path):
+            time.sleep(30)
+            open(path, "w").write("finished")
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def request(jobs: Path, function: str, **kwargs) -> dict:
+    return {
+        "ref": f"probe_jobs:{function}", "kwargs": kwargs, "log": str(jobs / f"{function}.log"),
+        "label": function, "threads": 1, "cwd": str(jobs), "env": {**os.environ, "PROBE": "client-env"},
+        "sys_path": [str(jobs), *sys.path],
+    }
+
+
+def test_a_job_runs_in_a_child_with_the_clients_context(server, jobs):
+    out = jobs / "out.txt"
+    assert worker.submit(request(jobs, "write", path="out.txt", text="hello")) == {"ok": True, "reason": ""}
+    text = out.read_text()
+    assert text.startswith("hello") and f"cwd={jobs}" in text and "env=client-env" in text
+    assert f"pid={os.getpid()}" not in text
+    assert "writing out.txt" in (jobs / "write.log").read_text()  # the job's output is in its log
+
+
+def test_library_edits_are_seen_by_the_next_job(server, jobs):
+    worker.submit(request(jobs, "write", path="a.txt", text="before"))
+    source = jobs / "probe_jobs.py"
+    source.write_text(source.read_text().replace('f"{text} pid', 'f"EDITED {text} pid'))
+    worker.submit(request(jobs, "write", path="b.txt", text="after"))
+    assert (jobs / "b.txt").read_text().startswith("EDITED after")
+
+
+def test_a_crashing_job_fails_alone_and_the_worker_keeps_serving(server, jobs):
+    outcome = worker.submit(request(jobs, "crash"))
+    assert not outcome["ok"] and "died without a result" in outcome["reason"]
+    assert worker.submit(request(jobs, "write", path="after.txt", text="still serving"))["ok"]
+
+
+def test_a_job_whose_client_goes_away_is_stopped(server, jobs):
+    worker.submit(request(jobs, "write", path="warmup.txt", text="x"))  # server up
+    client = subprocess.Popen([sys.executable, "-c", (
+        "import json, sys; from ethosweep import worker; "
+        f"worker.submit(json.loads(sys.argv[1]))"), __import__("json").dumps(request(jobs, "slow", path="slow.txt"))],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    time.sleep(2)
+    client.send_signal(signal.SIGKILL)
+    client.wait()
+    time.sleep(1)
+    assert not (jobs / "slow.txt").exists()
+    servers = subprocess.run(["pgrep", "-f", str(server)], capture_output=True, text=True).stdout.split()
+    assert len(servers) == 1  # the server lives on; the job's child is gone:
+    children = subprocess.run(["pgrep", "-P", servers[0]], capture_output=True, text=True).stdout.split()
+    assert children == []
+
+
+def test_shutdown_and_idle_timeout(server, jobs, monkeypatch):
+    worker.submit(request(jobs, "write", path="x.txt", text="x"))
+    assert server.exists()
+    assert worker.shutdown() is True
+    time.sleep(1.5)
+    assert not server.exists() and worker.shutdown() is False
+
+    idle = subprocess.Popen([sys.executable, "-m", "ethosweep.worker", str(server), "1"])
+    assert idle.wait(timeout=20) == 0  # exits by itself after 1 s without jobs
+    assert not server.exists()
+
+
+def test_the_socket_is_keyed_by_the_environment(server):
+    assert worker.fingerprint() in server.name
+    assert oct(server.parent.stat().st_mode & 0o777) == "0o700"
