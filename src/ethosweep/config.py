@@ -137,6 +137,41 @@ class Sweep:
         return text
 
 
+def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:
+    """The config's most relevant schema violation as one line naming the key, or None.
+
+    Snakemake's validate() reports a violation with a dump of the schema; this
+    says the same in the form the rest of ethosweep's config errors use.
+    """
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return None
+    where = _json_path(error.absolute_path) or "config"
+    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(error.schema.get("properties", {}))
+        return f"{where}: {error.message}; allowed keys: {allowed}"
+    return f"{where}: {error.message}" + (f" ({_first_sentence(hint)})" if hint else "")
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end]
+
+
+def _json_path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
 def build_sweep(config: dict[str, Any], base_dir: Path | str = ".") -> Sweep:
     """Expand a schema-validated config into the matrix of cells.
 

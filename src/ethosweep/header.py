@@ -13,7 +13,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from ethosweep.io import atomic_write_text
+from ethosweep.integrity import verify
+from ethosweep.io import atomic_write_text, read_json
 
 SECTION = "network_model_sec"
 BYTES_PER_LINE = 16
@@ -59,10 +60,9 @@ def render_header(data: bytes, symbol: str, origin: str = "", section: str = SEC
     ])
 
 
-def write_header(pte: str, header: str, symbol: str) -> dict:
-    """Write the C header for one cell's .pte."""
-    data = Path(pte).read_bytes()
-    if not data:
-        raise ValueError(f"{pte} is empty")
+def write_header(pte: str, meta: str, header: str, symbol: str) -> dict:
+    """Write the C header for one cell's .pte (checked against what the lower stage recorded)."""
+    lowered = read_json(meta)
+    data = verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the lower stage")
     atomic_write_text(header, render_header(data, symbol, origin=str(pte)))
     return {"symbol": symbol, "bytes": len(data)}

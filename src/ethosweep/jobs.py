@@ -25,18 +25,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from ethosweep.errors import FAILURE_PREFIX, StageError
 from ethosweep.provenance import tool_versions
-
-# A line with this prefix in a job's log is the job's failure reason; the
-# summary reads it to explain a failed cell in one line.
-FAILURE_PREFIX = "ethosweep-failure: "
 
 # Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
 WARM_MODULES = ("ethosweep.export", "ethosweep.quantize", "ethosweep.lower")
-
-
-class StageError(Exception):
-    """An expected failure of a stage: bad model, Vela error, ... (no traceback needed)."""
 
 
 def resolve(ref: str) -> Callable[..., Any]:
@@ -109,18 +102,6 @@ def one_line(error: BaseException) -> str:
     if len(text) > 400:
         text = text[:397] + "..."
     return text if isinstance(error, StageError) else f"{type(error).__name__}: {text}"
-
-
-def failure_reason(log_path: str | os.PathLike) -> str | None:
-    """The failure line a job wrote to its log, if any."""
-    try:
-        lines = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        if line.startswith(FAILURE_PREFIX):
-            return line[len(FAILURE_PREFIX):]
-    return None
 
 
 def _limit_threads(threads: int) -> None:

@@ -16,7 +16,9 @@ overwrite the others; ethosweep instead records each call into Vela.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import torch
 
 from ethosweep.compile_spec import ethosu_compile_spec
 from ethosweep.io import atomic_write_bytes, write_json
-from ethosweep.jobs import StageError
+from ethosweep.errors import StageError
 from ethosweep.provenance import tool_versions
 from ethosweep.quantize import load_quantized
 from ethosweep.vela import read_summary
@@ -78,6 +80,32 @@ def recording_vela_calls(workdir: Path):
         ethosu_backend.vela_compile = original
 
 
+@contextlib.contextmanager
+def recording_rejections():
+    """Record why the partitioner left each node on the CPU (its WhyNoPartitionReporter)."""
+    from executorch.backends.arm.tosa import partitioner as tosa_partitioner
+
+    original = tosa_partitioner.WhyNoPartitionReporter
+    rejections: list[tuple[str, str]] = []
+
+    class RecordingReporter(original):
+        def report_reject(self, node, reason):
+            if node.op not in ("placeholder", "output"):
+                rejections.append((node.name, reason))
+            super().report_reject(node, reason)
+
+    tosa_partitioner.WhyNoPartitionReporter = RecordingReporter
+    try:
+        yield rejections
+    finally:
+        tosa_partitioner.WhyNoPartitionReporter = original
+
+
+def _op_type(node_name: str) -> str:
+    """A node's operator type as get_delegation_info names it ('aten_avg_pool2d_default_1' -> '..._default')."""
+    return re.sub(r"_\d+$", "", node_name)
+
+
 def _vela_reason(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text or type(error).__name__
@@ -90,7 +118,7 @@ def lower_program(exported, target: str, system_config: str, memory_mode: str, v
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
     spec = ethosu_compile_spec(target, system_config, memory_mode, vela)
-    with recording_vela_calls(workdir) as calls:
+    with recording_vela_calls(workdir) as calls, recording_rejections() as rejections:
         edge = to_edge_transform_and_lower(
             exported,
             partitioner=[EthosUPartitioner(spec)],
@@ -99,13 +127,14 @@ def lower_program(exported, target: str, system_config: str, memory_mode: str, v
     edge = edge.transform([ReplaceQuantNodesPass()])
     # Read the delegation table now: to_executorch() adds memory-planning
     # `alloc` nodes to the same graph.
-    table = delegation_table(edge)
+    table = delegation_table(edge, rejections)
     program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     return program, table, calls
 
 
-def delegation_table(edge) -> dict:
-    """Operators on the NPU and on the CPU, as data (ExecuTorch's get_delegation_info)."""
+def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
+    """Operators on the NPU and on the CPU, as data (ExecuTorch's get_delegation_info),
+    with the partitioner's reason for each operator type left on the CPU."""
     from executorch.devtools.backend_debug import get_delegation_info
 
     info = get_delegation_info(edge.exported_program().graph_module)
@@ -114,15 +143,27 @@ def delegation_table(edge) -> dict:
         for op, b in sorted(info.delegation_by_operator.items())
     }
     cpu_compute = {op: n["cpu"] for op, n in operators.items() if n["cpu"] and op not in BOOKKEEPING_OPS}
+    reasons: dict[str, str] = {}
+    for node_name, reason in rejections:
+        op = _op_type(node_name)
+        if op in cpu_compute:
+            reasons.setdefault(op, short_reason(reason))
     return {
         "partitions": info.num_delegated_subgraphs,
         "npu_ops": info.num_delegated_nodes,
         "cpu_ops": info.num_non_delegated_nodes,
         "cpu_compute_ops": sum(cpu_compute.values()),
         "cpu_operators": cpu_compute,
+        "cpu_reasons": reasons,
         "operators": operators,
         "delegated": _delegation_status(info.num_delegated_subgraphs, cpu_compute),
     }
+
+
+def short_reason(reason: str, limit: int = 160) -> str:
+    """A partitioner's reason on one line, without the operator schema some reasons append."""
+    text = " ".join(reason.split()).split(": schema =")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _delegation_status(partitions: int, cpu_compute: dict) -> str:
@@ -153,6 +194,7 @@ def lower_cell(
                 "index": index,
                 "tosa": f"partition_{index}.tosa",
                 "tosa_bytes": len(call["tosa"]),
+                "tosa_sha256": hashlib.sha256(call["tosa"]).hexdigest(),
                 "vela_args": [a for a in call["args"] if not a.startswith("--output-dir")],
                 "vela_summary": read_summary(summaries[0]) if summaries else None,
             })
@@ -170,6 +212,7 @@ def lower_cell(
         "memory_mode": memory_mode,
         "vela_options": vela,
         "pte_bytes": len(pte_bytes),
+        "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
         "partitions": partitions,
         "delegated": table["delegated"],
         "versions": tool_versions(),
@@ -180,6 +223,6 @@ def lower_cell(
         "lowered: %d partition(s), %s delegation, .pte %d bytes, Vela estimate %d cycles",
         len(partitions), table["delegated"], len(pte_bytes), cycles,
     )
-    if table["cpu_operators"]:
-        log.info("operators left on the CPU: %s", ", ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()))
+    for op, count in table["cpu_operators"].items():
+        log.info("left on the CPU: %s x%d (%s)", op, count, table["cpu_reasons"].get(op, "no reason reported"))
     return record

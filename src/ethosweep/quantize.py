@@ -19,7 +19,7 @@ import torch
 from ethosweep.compile_spec import PROFILE_TARGET, ethosu_compile_spec
 from ethosweep.export import load_tensors
 from ethosweep.io import atomic_write_bytes, write_json
-from ethosweep.jobs import StageError
+from ethosweep.errors import StageError
 from ethosweep.provenance import tool_versions
 from ethosweep import targets as tg
 

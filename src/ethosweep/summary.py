@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ethosweep.io import atomic_write_text, read_json
-from ethosweep.jobs import failure_reason
+from ethosweep.errors import failure_reason
 from ethosweep.provenance import TOOLS, tool_versions
 
 KEY_COLUMNS = ["model", "quantization", "target", "system_config", "memory_mode"]
@@ -108,7 +108,10 @@ def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pt
 def _delegation_reason(table: dict) -> str:
     if table["delegated"] == "none":
         return "nothing delegated: the whole model runs on the CPU"
-    return "partly delegated; on the CPU: " + ", ".join(table["cpu_operators"])
+    reasons = table.get("cpu_reasons", {})
+    return "partly delegated; on the CPU: " + "; ".join(
+        f"{op} ({reasons[op]})" if op in reasons else op for op in table["cpu_operators"]
+    )
 
 
 def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:

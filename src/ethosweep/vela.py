@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 
 from ethosweep.compile_spec import standalone_vela_args
-from ethosweep.io import atomic_write_text, write_json
-from ethosweep.jobs import StageError
+from ethosweep.integrity import verify
+from ethosweep.io import atomic_write_text, read_json, write_json
+from ethosweep.errors import StageError
 from ethosweep.provenance import tool_versions
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ def mac_utilisation(macs: int, cycles: int, accelerator: str | None) -> float | 
 
 def vela_cell(
     tosa_dir: str,
+    meta: str,
     target: str,
     system_config: str,
     memory_mode: str,
@@ -123,11 +125,13 @@ def vela_cell(
     per_layer: str,
 ) -> dict:
     """Run Vela on every partition of a cell; write the aggregated summary and per-layer CSV."""
-    tosa_files = sorted(Path(tosa_dir).glob("partition_*.tosa"), key=lambda p: int(p.stem.split("_")[1]))
+    recorded = read_json(meta)["partitions"]
     args = standalone_vela_args(target, system_config, memory_mode, vela)
     partitions, layers = [], []
     with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
-        for index, tosa in enumerate(tosa_files):
+        for index, partition in enumerate(recorded):
+            tosa = Path(tosa_dir) / partition["tosa"]
+            verify(tosa, partition["tosa_bytes"], partition["tosa_sha256"], "the lower stage")
             row, layer_rows = run_vela(tosa, args, Path(tmp) / tosa.stem)
             row["partition"] = index
             partitions.append(row)

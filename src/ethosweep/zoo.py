@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ethosweep.config import InputSpec, ModelSpec
-from ethosweep.jobs import StageError
+from ethosweep.errors import StageError
 
 _DTYPES = {
     "float32": torch.float32,

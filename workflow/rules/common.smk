@@ -12,7 +12,7 @@ from snakemake.utils import validate
 from ethosweep import summary as ethosweep_summary
 from ethosweep import targets as ethosweep_targets
 from ethosweep.codeversion import code_version
-from ethosweep.config import ConfigError, build_sweep
+from ethosweep.config import ConfigError, build_sweep, schema_error
 
 
 # Jobs import the ethosweep package. uv installs it into the project's venv; with
@@ -24,7 +24,12 @@ os.environ.update(
     )
 )
 
-validate(config, schema="../schemas/config.schema.yaml")
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError:
+    # Say it in one line that names the key (Snakemake's own message dumps the schema).
+    schema = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
 try:
     SWEEP = build_sweep(config)
 except ConfigError as error:

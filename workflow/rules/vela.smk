@@ -2,6 +2,7 @@
 rule run_vela:
     input:
         tosa=f"results/lower/{CELL}/tosa",
+        meta=f"results/lower/{CELL}/lower.json",
         vela_ini=custom_vela_ini,
     output:
         summary=f"results/vela/{CELL}/summary.json",

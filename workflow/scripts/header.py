@@ -4,6 +4,7 @@ run_stage(
     snakemake,
     "ethosweep.header:write_header",
     pte=snakemake.input.pte,
+    meta=snakemake.input.meta,
     header=snakemake.output.header,
     symbol=snakemake.params.symbol,
 )

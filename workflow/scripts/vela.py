@@ -4,6 +4,7 @@ run_stage(
     snakemake,
     "ethosweep.vela:vela_cell",
     tosa_dir=snakemake.input.tosa,
+    meta=snakemake.input.meta,
     target=snakemake.wildcards.target,
     system_config=snakemake.wildcards.system_config,
     memory_mode=snakemake.wildcards.memory_mode,
