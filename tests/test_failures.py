@@ -1,0 +1,201 @@
+"""Bad input and faults: one broken cell never breaks the matrix, nothing half-written survives.
+
+Each case of the corpus asserts the exact message the user gets (on the terminal and
+in results/summary.csv) and that the other cells still completed.
+"""
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, TINY_CONFIG, make_workdir, planned_jobs, snakemake
+from ethosweep.io import read_json
+
+GOOD = {"name": "mnist", "file": "models/mnist.py"}
+BAD_MODELS = {
+    "syntax_error": "export: model 'syntax_error' (tests/models/syntax_error.py): syntax error at line 3: '(' was never closed",
+    "no_inputs": "export: model 'no_inputs' (tests/models/no_inputs.py): the file defines no ModelInputs; a model file must "
+                 "define module-level ModelUnderTest (an nn.Module) and ModelInputs (a tuple of example inputs)",
+    "not_a_tuple": "export: model 'not_a_tuple' (tests/models/not_a_tuple.py): ModelInputs must be a tuple of example inputs, "
+                   "got Tensor (write `ModelInputs = (x,)` for a single input)",
+    "data_dependent": "export: model 'data_dependent' (tests/models/data_dependent.py): torch.export failed (",
+    "forward_raises": "export: model 'forward_raises' (tests/models/forward_raises.py): forward() on ModelInputs raised "
+                      "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x3)",
+}
+# Operators the NPU may not run: the cell still succeeds and says what stayed on the CPU and why.
+PARTLY_OR_FULLY = {
+    "bool_mask": ("partial", "partly delegated; on the CPU: aten_gt_tensor (Had torch.bool output that is not "
+                             "supported by TOSA-1.0+INT+int16+int4+u55.)"),
+    "gelu_layernorm": ("full", ""),
+}
+UNRESOLVED = "export: model 'no_such_model' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'"
+VELA_FAILURE = ("lower: Vela failed on partition 0: 'Error: Invalid configuration of arena_cache_size=-1 (must be >= 0)'")
+
+
+def summary_rows(workdir: Path) -> dict[tuple[str, str], dict]:
+    with open(workdir / "results" / "summary.csv", newline="") as f:
+        return {(r["model"], r["target"]): r for r in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def broken_sweep(tmp_path_factory):
+    workdir = make_workdir(tmp_path_factory.mktemp("broken"), {
+        "models": [GOOD, *({"name": n, "file": f"tests/models/{n}.py"} for n in [*BAD_MODELS, *PARTLY_OR_FULLY]),
+                   {"name": "no_such_model", "import": "no_such_package.models:Net", "inputs": [{"shape": [1]}]}],
+        "targets": ["ethos-u55-128",
+                    {"target": "ethos-u85-256", "system_config": "Test_U85_Broken",
+                     "vela": {"config": "tests/data/broken_vela.ini"}}],
+        "memory_modes": ["Shared_Sram"],
+    })
+    shutil.copytree(REPO / "tests" / "models", workdir / "tests" / "models")
+    shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data")
+    proc = snakemake(workdir, check=False)
+    return workdir, proc
+
+
+def test_the_run_fails_but_every_good_cell_completes(broken_sweep):
+    workdir, proc = broken_sweep
+    assert proc.returncode != 0
+    rows = summary_rows(workdir)
+    assert len(rows) == 9 * 2
+    good = rows["mnist", "ethos-u55-128"]
+    assert (good["status"], good["vela_cycles_total"]) == ("ok", "138824")
+    assert (workdir / "results/header/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model_pte.h").exists()
+
+
+@pytest.mark.parametrize("model", list(BAD_MODELS))
+def test_a_broken_model_names_the_file_and_the_cause(broken_sweep, model):
+    workdir, proc = broken_sweep
+    for target in ("ethos-u55-128", "ethos-u85-256"):
+        row = summary_rows(workdir)[model, target]
+        assert row["status"] == "failed"
+        assert row["reason"].startswith(BAD_MODELS[model]), row["reason"]
+    terminal = BAD_MODELS[model].removeprefix("export: ")
+    assert f"ethosweep: FAILED export_model {model}: {terminal}" in proc.stderr
+    assert f"(log: logs/export/{model}.log)" in proc.stderr
+
+
+@pytest.mark.parametrize("model", list(PARTLY_OR_FULLY))
+def test_operators_the_npu_cannot_run_stay_on_the_cpu_and_the_cell_says_why(broken_sweep, model):
+    workdir, _ = broken_sweep
+    row = summary_rows(workdir)[model, "ethos-u55-128"]
+    delegation, reason = PARTLY_OR_FULLY[model]
+    assert (row["status"], row["delegation"]) == ("ok", delegation)
+    assert row["reason"].startswith(reason)
+
+
+def test_an_import_path_that_does_not_resolve(broken_sweep):
+    workdir, proc = broken_sweep
+    assert summary_rows(workdir)["no_such_model", "ethos-u55-128"]["reason"] == UNRESOLVED
+
+
+def test_a_vela_failure_fails_only_its_cell_with_velas_reason(broken_sweep):
+    workdir, proc = broken_sweep
+    row = summary_rows(workdir)["mnist", "ethos-u85-256"]
+    assert (row["status"], row["reason"]) == ("failed", VELA_FAILURE)
+    assert "ethosweep: FAILED lower_to_pte mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram: Vela failed on partition 0" in proc.stderr
+    # Nothing half-written: the failed job's outputs are gone.
+    assert not (workdir / "results/lower/mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram/model.pte").exists()
+
+
+def test_a_rerun_retries_only_what_failed(broken_sweep):
+    workdir, _ = broken_sweep
+    jobs = planned_jobs(workdir)
+    assert jobs["export_model"] == 6  # the six broken models, not mnist
+    # the good models on the broken U85 config, and the broken models' cells
+    assert jobs["lower_to_pte"] == 3 + 6 * 2
+    assert "quantize_model" in jobs and jobs["quantize_model"] == 6 * 2
+
+
+def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(tiny_sweep, work, symlinks=True)
+    cell = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    pte = work / "results/lower" / cell / "model.pte"
+    pte.write_bytes(pte.read_bytes()[:1000])  # truncated after the lower stage wrote it
+    tosa = work / "results/lower" / cell / "tosa/partition_0.tosa"
+    tosa.write_bytes(b"\x00" * len(tosa.read_bytes()))  # same size, wrong bytes
+    proc = snakemake(work, "--forcerun", "write_header", "run_vela", check=False)
+    assert proc.returncode != 0
+    assert (f"ethosweep: FAILED write_header {cell}: results/lower/{cell}/model.pte is truncated: 1000 bytes, "
+            "but the lower stage wrote 112736 bytes") in proc.stderr
+    assert f"ethosweep: FAILED run_vela {cell}: results/lower/{cell}/tosa/partition_0.tosa is corrupt" in proc.stderr
+
+
+def test_invalid_config_errors_name_the_key(tmp_path):
+    work = make_workdir(tmp_path, {"models": [GOOD], "seed": "zero"})
+    proc = snakemake(work, "--dry-run", check=False)
+    assert proc.returncode != 0
+    # Snakemake prints errors of the workflow's parse on stdout.
+    assert "Invalid config: seed: 'zero' is not of type 'integer'" in proc.stdout
+    work = make_workdir(tmp_path, {"models": [GOOD], "targets": ["ethos-u55-128"], "memory_modes": ["Dedicated_Sram"]})
+    proc = snakemake(work, "--dry-run", check=False)
+    assert "Invalid config: the matrix is empty" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep, tmp_path, how):
+    work = make_workdir(tmp_path, TINY_CONFIG)
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list((work / "logs").glob("lower/**/*.log")):  # interrupt while cells are being lowered
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)
+    if how == "SIGINT":
+        proc.send_signal(signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)  # snakemake and its jobs, no chance to clean up
+    proc.wait(timeout=120)
+
+    if how == "SIGKILL":
+        snakemake(work, "--unlock")  # Snakemake's lock outlives a killed run, by design
+    # Every cell not completed before the interrupt is still to do.
+    planned = planned_jobs(work)
+    assert planned.get("lower_to_pte", 0) + len(list((work / "results/header").rglob("model_pte.h"))) >= 5
+
+    snakemake(work)
+    assert not list(work.rglob("*.partial"))
+    for cell in ("mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+                 "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"):
+        for artifact in ("lower/{}/model.pte", "lower/{}/tosa/partition_0.tosa", "header/{}/model_pte.h", "vela/{}/per_layer.csv"):
+            path = artifact.format(cell)
+            assert (work / "results" / path).read_bytes() == (tiny_sweep / "results" / path).read_bytes(), path
+    assert all(r["status"] == "ok" for r in csv.DictReader(open(work / "results/summary.csv")))
+
+
+def test_two_clean_runs_give_identical_artifacts(tiny_sweep, tmp_path):
+    """.pte, TOSA, headers, Vela reports and the summary are byte-identical.
+
+    The torch.export archives (.pt2) are not: each save records a random
+    `serialization_id` and node provenance metadata holds Python object ids
+    (`graph_id`). Their graphs and weights are identical, which is what is checked.
+    """
+    from ethosweep.quantize import graph_digest, load_quantized
+
+    work = make_workdir(tmp_path, TINY_CONFIG)
+    snakemake(work)
+    compared = 0
+    for path in sorted((tiny_sweep / "results").rglob("*")):
+        relative = path.relative_to(tiny_sweep)
+        if path.suffix in (".pte", ".tosa", ".h", ".csv") or path.name == "summary.json":
+            assert (work / relative).read_bytes() == path.read_bytes(), relative
+            compared += 1
+        elif path.suffix == ".pt2":
+            assert graph_digest(load_quantized(work / relative)) == graph_digest(load_quantized(path)), relative
+            compared += 1
+    assert compared >= 5 * 5
+
+
+def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):
+    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models"}
+    assert {p.name for p in tiny_sweep.iterdir()} <= allowed
