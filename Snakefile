@@ -1,8 +1,8 @@
 # ethosweep: compile every model x Ethos-U target x memory mode cell of config/config.yaml
 # with ExecuTorch's Arm backend, and summarize the matrix.
 #
-#   model -> export -> quantize -> lower (.pte, TOSA) -> vela report -> header
-#                                                    \-> summary (results/summary.csv)
+#   [train] -> export -> quantize -> lower (.pte, TOSA) -> vela report -> header
+#                                \-> verify (TOSA reference model on data)  -> summary
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -12,11 +12,13 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/lower.smk"
 include: "workflow/rules/vela.smk"
 include: "workflow/rules/header.smk"
+include: "workflow/rules/verify.smk"
 include: "workflow/rules/summary.smk"
 
 

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The tiny matrix the workflow tests run for real: the seed MNIST model and the
 # two-input `add` on one U55 and one U85 target, plus DS-CNN on U55, which
-# Ethos-U55 can only partly delegate (its 24x5 average pool stays on the CPU).
+# Ethos-U55 can only partly delegate (its 24x5 average pool stays on the CPU), and
+# the MNIST CNN trained on digits on U55 (numerics on real data), with BundleIO.
 TINY_CONFIG = {
     "models": [
         {"name": "mnist", "file": "models/mnist.py"},
@@ -26,11 +27,14 @@ TINY_CONFIG = {
             "import": "executorch.examples.models.mlperf_tiny:DSCNNKWS",
             "inputs": [{"shape": [1, 1, 49, 10], "range": [-1, 1]}],
         },
+        {"name": "mnist_digits", "file": "models/mnist.py", "dataset": "digits", "train": {"epochs": 12}},
     ],
     "targets": ["ethos-u55-128", "ethos-u85-256"],
     "memory_modes": ["Shared_Sram"],
-    "exclude": [{"model": "ds_cnn"}],
-    "include": [{"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"}],
+    "exclude": [{"model": "ds_cnn"}, {"model": "mnist_digits"}],
+    "include": [{"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
+                {"model": "mnist_digits", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"}],
+    "numerics": {"evaluation_samples": 300, "bundleio": True},
 }
 
 U55_CELL = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"

@@ -23,10 +23,11 @@ def test_default_config_is_the_documented_matrix():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     result = sweep(config)
     assert list(result.models) == [
-        "add", "softmax", "mnist", "mobilenet_v2", "ds_cnn", "resnet8", "mobilenet_v1_025", "deep_autoencoder",
+        "add", "softmax", "mnist", "mnist_digits", "mobilenet_v2", "ds_cnn", "resnet8", "mobilenet_v1_025",
+        "deep_autoencoder",
     ]
     # per model: U55 x {Shared_Sram, Sram_Only} + U65 and U85 x {Shared_Sram, Sram_Only, Dedicated_Sram}
-    assert len(result.cells) == 8 * (2 + 3 + 3)
+    assert len(result.cells) == 9 * (2 + 3 + 3)
     assert {(c.target, c.system_config) for c in result.cells} == {
         ("ethos-u55-128", "Ethos_U55_High_End_Embedded"),
         ("ethos-u65-256", "Ethos_U65_High_End"),
@@ -37,9 +38,10 @@ def test_default_config_is_the_documented_matrix():
         ("ethos-u55-128 x Ethos_U55_High_End_Embedded x Dedicated_Sram",
          "ethos-u55 has no dedicated SRAM, so Dedicated_Sram is not available on ethos-u55-128"),
     ]
-    # 8 models x 2 TOSA profiles: U55 and U65 cells share quantized programs.
-    assert len(result.quantize_keys()) == 16
-    assert "64 cells (8 models, 3 targets, 3 memory modes, 1 quantization scheme)" in result.describe()
+    # 9 models x 2 TOSA profiles: U55 and U65 cells share quantized programs.
+    assert len(result.quantize_keys()) == 18
+    assert "72 cells (9 models, 3 targets, 3 memory modes, 1 quantization scheme)" in result.describe()
+    assert result.models["mnist_digits"].dataset == "digits" and result.models["mnist_digits"].train["epochs"] == 12
 
 
 def test_schema_fills_defaults():

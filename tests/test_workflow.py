@@ -28,7 +28,7 @@ def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
     assert set(table) == {
         ("mnist", "ethos-u55-128", "Shared_Sram"), ("mnist", "ethos-u85-256", "Shared_Sram"),
         ("add", "ethos-u55-128", "Shared_Sram"), ("add", "ethos-u85-256", "Shared_Sram"),
-        ("ds_cnn", "ethos-u55-128", "Shared_Sram"),
+        ("ds_cnn", "ethos-u55-128", "Shared_Sram"), ("mnist_digits", "ethos-u55-128", "Shared_Sram"),
     }
     mnist = table["mnist", "ethos-u55-128", "Shared_Sram"]
     # The seeds' figures for this cell (REFERENCE.md): 1,135,872 MACs, 52,036 NPU cycles.
@@ -60,7 +60,8 @@ def test_u55_and_u65_share_quantized_programs_and_u85_has_its_own(tiny_sweep):
     quantized = sorted(p.relative_to(tiny_sweep / "results/quantize").as_posix()
                        for p in (tiny_sweep / "results/quantize").rglob("quantized.pt2"))
     assert quantized == ["add/int8/u55/quantized.pt2", "add/int8/u85/quantized.pt2", "ds_cnn/int8/u55/quantized.pt2",
-                         "mnist/int8/u55/quantized.pt2", "mnist/int8/u85/quantized.pt2"]
+                         "mnist/int8/u55/quantized.pt2", "mnist/int8/u85/quantized.pt2",
+                         "mnist_digits/int8/u55/quantized.pt2"]
 
 
 def test_per_layer_report_accounts_for_every_mac(tiny_sweep):
@@ -83,21 +84,25 @@ def test_a_second_run_has_nothing_to_do(tiny_sweep):
 
 def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
-    assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "summarize_sweep": 1, "all": 1}
+    # New cells only: verification is per TOSA profile, and these profiles are verified already.
+    assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "bundle_program": 4,
+                                        "summarize_sweep": 1, "all": 1}
 
 
 def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
+    # models/mnist.py is the source of two models: mnist (2 cells) and mnist_digits (trained, 1 cell).
     with open(sweep_copy / "models" / "mnist.py", "a") as f:
         f.write("\n# edited\n")
     assert planned_jobs(sweep_copy) == {
-        "export_model": 1, "quantize_model": 2, "lower_to_pte": 2, "run_vela": 2, "write_header": 2,
-        "summarize_sweep": 1, "all": 1,
+        "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
+        "run_vela": 3, "write_header": 3, "bundle_program": 3, "summarize_sweep": 1, "all": 1,
     }
 
 
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
-    assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "bundle_program": 2,
+                                        "summarize_sweep": 1, "all": 1}
     snakemake(sweep_copy)
     table = rows(sweep_copy)
     assert table["mnist", "ethos-u85-256", "Shared_Sram"]["optimise"] == "Size"
@@ -115,9 +120,42 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     assert planned_jobs(sweep_copy, env=env) == {}
     with open(package / "ethosweep" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
-    assert planned_jobs(sweep_copy, env=env) == {"write_header": 5, "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "summarize_sweep": 1, "all": 1}
 
 
 def test_lint_is_clean():
     proc = snakemake(REPO, "--lint", check=False)
     assert proc.returncode == 0 and "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_the_trained_digits_model_is_verified_on_held_out_data(tiny_sweep):
+    row = rows(tiny_sweep)["mnist_digits", "ethos-u55-128", "Shared_Sram"]
+    assert row["numerics"] == "ok" and row["data"].startswith("300 held-out samples of digits")
+    assert float(row["top1_float"]) >= 0.95
+    assert float(row["top1_npu"]) >= 0.95 and float(row["top1_float"]) - float(row["top1_npu"]) < 0.02
+    assert float(row["agreement_npu_vs_float"]) >= 0.99
+    # The TOSA reference model (the NPU's functional model) against quantized PyTorch: within 1 step.
+    assert float(row["max_error_steps"]) <= 1
+    trained = read_json(tiny_sweep / "results/train/mnist_digits/train.json")
+    assert trained["train_samples"] + trained["held_out_samples"] == 1797 and trained["held_out_top1"] >= 0.95
+
+
+def test_every_cell_is_verified_against_its_own_tosa(tiny_sweep):
+    for row in rows(tiny_sweep).values():
+        assert row["numerics"] == "ok", row
+        assert float(row["max_error_steps"]) <= 1
+    # without a dataset: the example inputs plus random ones, no accuracy
+    mnist = rows(tiny_sweep)["mnist", "ethos-u85-256", "Shared_Sram"]
+    assert mnist["data"].startswith("the example inputs and 7 random inputs") and mnist["top1_float"] == ""
+
+
+def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
+    from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
+
+    cell = "mnist_digits/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    bundled = deserialize_from_flatbuffer_to_bundled_program((tiny_sweep / "results/bundle" / cell / "model.bpte").read_bytes())
+    (suite,) = bundled.method_test_suites
+    assert suite.method_name == "forward" and len(suite.test_cases) == 4
+    data = __import__("torch").load(tiny_sweep / "results/verify/mnist_digits/int8/u55/bundle_io.pt", weights_only=True)
+    assert len(data["inputs"]) == 4 and data["inputs"][0][0].shape == (1, 1, 28, 28)
+    assert float(data["inputs"][0][0].max()) > 0.5  # a digit, not a tensor of ones

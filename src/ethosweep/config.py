@@ -52,6 +52,8 @@ class ModelSpec:
     import_path: str | None = None
     kwargs: dict = field(default_factory=dict, hash=False)
     inputs: tuple[InputSpec, ...] = ()
+    dataset: Any = field(default=None, hash=False)  # "digits" or {"path": ...}
+    train: dict | None = field(default=None, hash=False)  # epochs, lr, batch_size
 
     @property
     def source(self) -> str:
@@ -107,6 +109,7 @@ class Sweep:
     cells: list[Cell]
     seed: int
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, reason)
+    numerics: dict = field(default_factory=dict)
 
     def cells_of(self, **match: str) -> list[Cell]:
         return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
@@ -135,6 +138,16 @@ class Sweep:
             reasons = sorted({r for _, r in self.skipped})
             text += f"; left out {len(self.skipped)} combinations Vela does not accept: " + "; ".join(reasons)
         return text
+
+
+def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
+    """The user files a dataset reads: inputs of the rules that use it, so edits rerun them."""
+    if not isinstance(dataset, dict) or "path" not in dataset:
+        return []
+    path = Path(base_dir) / dataset["path"]
+    if path.is_dir():
+        return sorted(str(p.relative_to(base_dir)) for p in path.rglob("*") if p.suffix in (".pt", ".npz"))
+    return [dataset["path"]]
 
 
 def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:
@@ -214,7 +227,8 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".") -> Sweep:
             + ("; ".join(f"{c}: {r}" for c, r in skipped) or "none")
             + ")"
         )
-    return Sweep(models=models, quantization=quantization, cells=cells, seed=int(config.get("seed", 0)), skipped=skipped)
+    return Sweep(models=models, quantization=quantization, cells=cells, seed=int(config.get("seed", 0)),
+                 skipped=skipped, numerics=dict(config.get("numerics", {})))
 
 
 def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
@@ -229,6 +243,12 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             )
         if name in models:
             raise ConfigError(f"{where}.name: model name {name!r} is used twice; model names must be unique")
+        dataset, train = entry.get("dataset"), entry.get("train")
+        if train is not None and dataset is None:
+            raise ConfigError(f"{where} ({name}): `train` needs a `dataset` to train on (for example `dataset: digits`)")
+        if isinstance(dataset, dict) and not (base / dataset["path"]).exists():
+            raise ConfigError(f"{where}.dataset.path ({name}): {dataset['path']!r} does not exist (relative to {base.resolve()})")
+        extras = {"dataset": dataset, "train": train}
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:
             raise ConfigError(f"{where} ({name}): give exactly one of `file` (a model file) or `import` (package.module:Callable)")
@@ -238,7 +258,7 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             path = Path(entry["file"])
             if not (base / path).is_file():
                 raise ConfigError(f"{where}.file ({name}): model file {entry['file']!r} does not exist (relative to {base.resolve()})")
-            models[name] = ModelSpec(name=name, file=entry["file"])
+            models[name] = ModelSpec(name=name, file=entry["file"], **extras)
         else:
             if not entry.get("inputs"):
                 raise ConfigError(f"{where} ({name}): an `import` model needs `inputs` (a list of {{shape: [...]}}, one per forward() argument)")
@@ -246,7 +266,8 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
                 InputSpec(tuple(spec["shape"]), spec.get("dtype", "float32"), *spec.get("range", [0.0, 1.0]))
                 for spec in entry["inputs"]
             )
-            models[name] = ModelSpec(name=name, import_path=entry["import"], kwargs=dict(entry.get("kwargs", {})), inputs=inputs)
+            models[name] = ModelSpec(name=name, import_path=entry["import"], kwargs=dict(entry.get("kwargs", {})),
+                                     inputs=inputs, **extras)
     return models
 
 

@@ -26,12 +26,18 @@ def export_model(
     inputs: str,
     reference: str,
     meta: str,
+    weights: str | None = None,
     base_dir: str = ".",
 ) -> dict:
-    """Load, run and export one model; write the program, inputs, reference outputs and metadata."""
+    """Load, run and export one model; write the program, inputs, reference outputs and metadata.
+
+    `weights`: a state_dict written by the train stage, loaded into the model first.
+    """
     spec = model_spec_from_params(model)
     module, example_inputs = load_model(spec, seed, base_dir)
     where = f"model '{spec.name}' ({spec.source})"
+    if weights:
+        module.load_state_dict(torch.load(weights, weights_only=True))
 
     try:
         with torch.no_grad():
@@ -59,6 +65,7 @@ def export_model(
         "model": spec.as_params(),
         "seed": seed,
         "source_sha256": source_digest(spec, base_dir),
+        "weights": weights or "as the model builds them (seeded)",
         "inputs": [_describe(t) for t in example_inputs],
         "outputs": [_describe(t) for t in flat_outputs],
         "parameters": sum(p.numel() for p in module.parameters()),

@@ -29,7 +29,8 @@ from ethosweep.errors import FAILURE_PREFIX, StageError
 from ethosweep.provenance import tool_versions
 
 # Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
-WARM_MODULES = ("ethosweep.export", "ethosweep.quantize", "ethosweep.lower")
+WARM_MODULES = ("ethosweep.train", "ethosweep.export", "ethosweep.quantize", "ethosweep.lower",
+                "ethosweep.verify", "ethosweep.bundle")
 
 
 def resolve(ref: str) -> Callable[..., Any]:

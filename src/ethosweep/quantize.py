@@ -17,6 +17,7 @@ from collections import Counter
 import torch
 
 from ethosweep.compile_spec import PROFILE_TARGET, ethosu_compile_spec
+from ethosweep.datasets import load_splits
 from ethosweep.export import load_tensors
 from ethosweep.io import atomic_write_bytes, write_json
 from ethosweep.errors import StageError
@@ -64,11 +65,30 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_s
     return torch.export.export(converted, calibration[0])
 
 
-def quantize_model(program: str, inputs: str, scheme: str, profile: str, quantized: str, meta: str) -> dict:
+def calibration_set(example_inputs: tuple, dataset, samples: int, seed: int) -> tuple[list[tuple], str]:
+    """The calibration inputs: the dataset's calibration split, or (as aot_arm_compiler does
+    without --calibration_data) the example inputs alone."""
+    if dataset is None:
+        return [example_inputs], "the example inputs"
+    splits = load_splits(dataset, example_inputs, seed)
+    return splits.calibration(samples), f"{min(samples, len(splits.train_x))} samples of {splits.source}"
+
+
+def quantize_model(
+    program: str,
+    inputs: str,
+    scheme: str,
+    profile: str,
+    quantized: str,
+    meta: str,
+    dataset=None,
+    calibration_samples: int = 100,
+    seed: int = 0,
+) -> dict:
     """Quantize the exported program of one model for one scheme and TOSA profile."""
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
-    calibration = [example_inputs]  # real calibration data: see the numerics issue
+    calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)
     try:
         quantized_program = quantize_exported(exported, calibration, scheme, profile_compile_spec(profile))
     except Exception as error:
@@ -83,6 +103,7 @@ def quantize_model(program: str, inputs: str, scheme: str, profile: str, quantiz
         "tosa_profile": profile,
         "tosa_spec": tg.tosa_spec(profile),
         "calibration_samples": len(calibration),
+        "calibrated_on": calibrated_on,
         "graph_sha256": graph_digest(quantized_program),
         "quant_ops": dict(sorted(_quant_op_counts(quantized_program).items())),
         "versions": tool_versions(),

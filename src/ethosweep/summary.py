@@ -38,6 +38,18 @@ COLUMNS = KEY_COLUMNS + [
     "vela_dram_kib",
     "vela_core_clock_mhz",
     "pte_bytes",
+    "numerics",
+    "numerics_flags",
+    "data",
+    "top1_float",
+    "top1_quantized",
+    "top1_npu",
+    "agreement_npu_vs_float",
+    "max_error_steps",
+    "mean_error_steps",
+    "cosine_npu_vs_float",
+    "snr_db_npu_vs_float",
+    "worst_layer",
     "header",
     "pte",
     "optimise",
@@ -69,7 +81,29 @@ def _parameters(cell: dict) -> dict:
     }
 
 
-def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str) -> dict:
+NUMERIC_COLUMNS = ("top1_float", "top1_quantized", "top1_npu", "agreement_npu_vs_float", "max_error_steps",
+                   "mean_error_steps", "cosine_npu_vs_float", "snr_db_npu_vs_float")
+
+
+def numerics_columns(lowered: dict, verified: dict) -> dict:
+    """The verify stage's figures for this cell, if the TOSA it verified is the cell's own."""
+    cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
+    verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
+    if cell_tosa != verified_tosa:
+        return {"numerics": "unverified", "numerics_flags": "the cell's TOSA differs from the verified TOSA"}
+    metrics = verified["metrics"]
+    worst = verified.get("worst_layers") or []
+    return {
+        "numerics": "flagged" if verified["flags"] else "ok",
+        "numerics_flags": "; ".join(verified["flags"]),
+        "data": verified["data"],
+        **{k: metrics.get(k, "") if metrics.get(k) is not None else "" for k in NUMERIC_COLUMNS},
+        "worst_layer": f"{worst[0]['layer']} (-{worst[0]['snr_drop_db']} dB)" if worst else "",
+    }
+
+
+def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
+             verify_report: str) -> dict:
     """The summary row of a cell whose stages all completed."""
     lowered, table, vela = read_json(lower_meta), read_json(delegation), read_json(vela_summary)
     figures = vela["cell"]
@@ -87,6 +121,7 @@ def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pt
         "header": header,
         **_parameters(cell),
         **{k: lowered["versions"].get(k, "") for k in [*TOOLS, "ethosweep"]},
+        **numerics_columns(lowered, read_json(verify_report)),
     }
     if figures:
         row.update({
@@ -151,7 +186,8 @@ def read_summary_csv(path: str | Path) -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix at a glance, for the terminal."""
-    headers = ["model", "q", "target", "memory mode", "status", "NPU/CPU ops", "Vela cycles", "ms", "SRAM KiB", "flash+DRAM KiB", ".pte KiB"]
+    headers = ["model", "q", "target", "memory mode", "status", "NPU/CPU ops", "Vela cycles", "ms", "SRAM KiB",
+               "flash+DRAM KiB", ".pte KiB", "top-1 float/NPU", "NPU vs quant"]
     lines = []
     for r in rows:
         ok = r.get("status") == "ok"
@@ -165,6 +201,8 @@ def format_table(rows: list[dict]) -> str:
             f"{_num(r.get('vela_sram_kib')):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
             f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
             f"{_num(r.get('pte_bytes')) / 1024:.1f}" if ok else "",
+            f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}" if ok and r.get("top1_npu") not in ("", None) else "",
+            _numerics_cell(r) if ok else "",
         ])
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
     fmt = "  ".join(f"{{:{'>' if i >= 5 else '<'}{w}}}" for i, w in enumerate(widths))
@@ -175,7 +213,23 @@ def format_table(rows: list[dict]) -> str:
     out.append(f"{len(rows) - len(failed)} of {len(rows)} cells ok; cycles and memory are Vela's compiler estimates.")
     for r in failed:
         out.append(f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: {r.get('reason', '')}")
+    for r in rows:
+        if r.get("numerics") in ("flagged", "unverified"):
+            out.append(f"  numerics {r['numerics']}: {r['model']} [{r['quantization']}] {r['target']} / "
+                       f"{r['memory_mode']}: {r.get('numerics_flags', '')}")
     return "\n".join(out)
+
+
+def _pct(value) -> str:
+    return f"{100 * _num(value):.1f}%"
+
+
+def _numerics_cell(row: dict) -> str:
+    """'<= 1 step' style: the NPU path against the quantized model, and the verdict."""
+    if row.get("numerics") != "ok" and row.get("numerics"):
+        return row["numerics"]
+    steps = row.get("max_error_steps")
+    return f"max {_num(steps):g} step" if steps not in ("", None) else "ok"
 
 
 def _num(value) -> float:
@@ -192,12 +246,13 @@ def summarize(
     vela_summary: list[str],
     pte: list[str],
     header: list[str],
+    verify_report: list[str],
     summary: str,
 ) -> list[dict]:
     """Write results/summary.csv from every cell's stage outputs (lists in matrix order)."""
     rows = [
         cell_row(cell, *paths)
-        for cell, *paths in zip(cells, lower_meta, delegation, vela_summary, pte, header, strict=True)
+        for cell, *paths in zip(cells, lower_meta, delegation, vela_summary, pte, header, verify_report, strict=True)
     ]
     write_summary(rows, summary)
     return rows

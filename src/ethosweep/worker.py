@@ -54,6 +54,9 @@ PRELOAD = (
     "executorch.backends.arm.quantizer",
     "executorch.backends.cortex_m.passes.replace_quant_nodes_pass",
     "executorch.devtools.backend_debug",
+    "executorch.devtools",
+    "tosa_reference_model",
+    "sklearn.datasets",
 )
 _FINGERPRINT_DISTS = ("torch", "torchvision", "torchao", "executorch", "ethos-u-vela", "tosa-tools", "numpy")
 

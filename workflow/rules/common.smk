@@ -12,7 +12,7 @@ from snakemake.utils import validate
 from ethosweep import summary as ethosweep_summary
 from ethosweep import targets as ethosweep_targets
 from ethosweep.codeversion import code_version
-from ethosweep.config import ConfigError, build_sweep, schema_error
+from ethosweep.config import ConfigError, build_sweep, dataset_files, schema_error
 
 
 # Jobs import the ethosweep package. uv installs it into the project's venv; with
@@ -77,6 +77,7 @@ def _cell_fields(cell):
         "target": cell.target,
         "system_config": cell.system_config,
         "memory_mode": cell.memory_mode,
+        "tosa_profile": cell.tosa_profile,
     }
 
 
@@ -96,6 +97,35 @@ def model_source_file(wildcards):
     """A model file is an input (editing it reruns the model's chain); import models have none."""
     spec = SWEEP.models[wildcards.model]
     return [spec.file] if spec.file else []
+
+
+def model_dataset(wildcards):
+    return SWEEP.models[wildcards.model].dataset
+
+
+def model_dataset_files(wildcards):
+    """A user's dataset files are inputs (editing them reruns calibration, training, verification)."""
+    return dataset_files(SWEEP.models[wildcards.model].dataset)
+
+
+def model_training(wildcards):
+    return SWEEP.models[wildcards.model].train
+
+
+def trained_weights(wildcards):
+    """The train stage's weights for a model with `train:`; none for the others."""
+    if SWEEP.models[wildcards.model].train is None:
+        return []
+    return [f"results/train/{wildcards.model}/weights.pt"]
+
+
+def numerics(key):
+    return SWEEP.numerics[key]
+
+
+def bundle_test_data(wildcards):
+    profile = ethosweep_targets.tosa_profile(wildcards.target)
+    return f"results/verify/{wildcards.model}/{wildcards.quant}/{profile}/bundle_io.pt"
 
 
 def quantized_program(wildcards):
@@ -124,12 +154,20 @@ def header_symbol(wildcards):
 SUMMARY = "results/summary.csv"
 
 
+VERIFY = "results/verify/{model}/{quant}/{tosa_profile}"
+
+
 def all_outputs():
+    """Every cell's final artifacts, not just the summary: after a failed run the summary
+    exists (written by onerror), and only asking for the failed cells' files reruns them."""
+    bundles = cell_paths(f"results/bundle/{CELL}/model.bpte") if numerics("bundleio") else []
     return [
         SUMMARY,
         *cell_paths(f"results/lower/{CELL}/model.pte"),
         *cell_paths(f"results/vela/{CELL}/summary.json"),
         *cell_paths(f"results/header/{CELL}/model_pte.h"),
+        *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json")),
+        *bundles,
     ]
 
 
@@ -150,11 +188,13 @@ def stop_warm_worker():
 # The stages of a cell in order, with their logs: the summary of a failed run
 # names the first stage whose log holds a failure.
 STAGE_LOGS = (
+    ("train", "logs/train/{model}.log"),
     ("export", "logs/export/{model}.log"),
     ("quantize", "logs/quantize/{model}/{quant}/{tosa_profile}.log"),
     ("lower", f"logs/lower/{CELL}.log"),
     ("vela", f"logs/vela/{CELL}.log"),
     ("header", f"logs/header/{CELL}.log"),
+    ("verify", "logs/verify/{model}/{quant}/{tosa_profile}.log"),
 )
 
 
@@ -170,6 +210,7 @@ def summarize_after_failure():
             "vela_summary": f"results/vela/{CELL}/summary.json".format(**fields),
             "pte": f"results/lower/{CELL}/model.pte".format(**fields),
             "header": f"results/header/{CELL}/model_pte.h".format(**fields),
+            "verify_report": f"{VERIFY}/verify.json".format(**fields),
         }
         if all(Path(p).exists() for p in paths.values()):
             rows.append(ethosweep_summary.cell_row(cell_record(cell), **paths))

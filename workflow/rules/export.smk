@@ -1,6 +1,7 @@
 rule export_model:
     input:
         model_file=model_source_file,
+        weights=trained_weights,
     output:
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",

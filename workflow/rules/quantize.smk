@@ -4,6 +4,7 @@ rule quantize_model:
     input:
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
+        dataset=model_dataset_files,
     output:
         quantized="results/quantize/{model}/{quant}/{tosa_profile}/quantized.pt2",
         meta="results/quantize/{model}/{quant}/{tosa_profile}/quantize.json",
@@ -12,6 +13,9 @@ rule quantize_model:
     benchmark:
         "benchmarks/quantize/{model}/{quant}/{tosa_profile}.tsv"
     params:
+        dataset=model_dataset,
+        calibration_samples=numerics("calibration_samples"),
+        seed=SWEEP.seed,
         code=code_version("ethosweep.quantize"),
     threads: 1
     resources:

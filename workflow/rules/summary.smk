@@ -5,6 +5,7 @@ rule summarize_sweep:
         vela_summary=cell_paths(f"results/vela/{CELL}/summary.json"),
         pte=cell_paths(f"results/lower/{CELL}/model.pte"),
         header=cell_paths(f"results/header/{CELL}/model_pte.h"),
+        verify_report=cell_paths(f"{VERIFY}/verify.json"),
     output:
         summary=SUMMARY,
     log:

@@ -9,4 +9,5 @@ run_stage(
     inputs=snakemake.output.inputs,
     reference=snakemake.output.reference,
     meta=snakemake.output.meta,
+    weights=snakemake.input.weights[0] if snakemake.input.weights else None,
 )

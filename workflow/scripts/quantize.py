@@ -9,4 +9,7 @@ run_stage(
     profile=snakemake.wildcards.tosa_profile,
     quantized=snakemake.output.quantized,
     meta=snakemake.output.meta,
+    dataset=snakemake.params.dataset,
+    calibration_samples=snakemake.params.calibration_samples,
+    seed=snakemake.params.seed,
 )

@@ -9,5 +9,6 @@ run_stage(
     vela_summary=list(snakemake.input.vela_summary),
     pte=list(snakemake.input.pte),
     header=list(snakemake.input.header),
+    verify_report=list(snakemake.input.verify_report),
     summary=snakemake.output.summary,
 )

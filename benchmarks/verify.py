@@ -1,0 +1,65 @@
+"""Cost of verifying one cell's numerics: the seed MNIST CNN trained on digits, int8, Ethos-U55 profile.
+
+    uv run python benchmarks/verify.py [--samples 500]
+
+Prints the time of each part of the verify stage (lowering without Vela, the float, quantized and
+TOSA-reference runs over the held-out samples) and the verdict, in one process, so that the
+figure is the stage's own cost (no interpreter start, no torch import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=500)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    import torch
+
+    from ethosweep.datasets import load_splits
+    from ethosweep.export import export_model, load_tensors
+    from ethosweep.quantize import profile_compile_spec, quantize_exported
+    from ethosweep.train import train_model
+    from ethosweep.verify import verify_numerics
+
+    print(f"imports: {time.perf_counter() - started:.1f} s")
+    model = {"name": "mnist_digits", "file": "models/mnist.py"}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        t = time.perf_counter()
+        train_model(model=model, seed=0, dataset="digits", train={"epochs": 12, "lr": 0.002, "batch_size": 64},
+                    weights=str(d / "w.pt"), meta=str(d / "t.json"), base_dir=str(REPO))
+        export_model(model=model, seed=0, program=str(d / "p.pt2"), inputs=str(d / "i.pt"), reference=str(d / "r.pt"),
+                     meta=str(d / "e.json"), weights=str(d / "w.pt"), base_dir=str(REPO))
+        calibration = load_splits("digits", load_tensors(d / "i.pt"), 0).calibration(100)
+        torch.export.save(quantize_exported(torch.export.load(d / "p.pt2"), calibration, "int8",
+                                            profile_compile_spec("u55")), d / "q.pt2")
+        print(f"train + export + quantize (setup, not timed below): {time.perf_counter() - t:.1f} s")
+
+        t = time.perf_counter()
+        record = verify_numerics(program=str(d / "p.pt2"), quantized=str(d / "q.pt2"), inputs=str(d / "i.pt"),
+                                 profile="u55", report=str(d / "v.json"), bundle_io=str(d / "b.pt"),
+                                 dataset="digits", evaluation_samples=args.samples)
+        total = time.perf_counter() - t
+    lowered = record["seconds"]["lower_without_vela"]
+    print(f"verify one cell, {record['samples']} held-out samples: {total:.1f} s "
+          f"(lowering without Vela {lowered:.1f} s, evaluation {total - lowered:.1f} s, "
+          f"{1000 * (total - lowered) / record['samples']:.1f} ms per sample)")
+    m = record["metrics"]
+    print(f"top-1 float {m['top1_float']:.3f}, quantized {m['top1_quantized']:.3f}, NPU (TOSA) {m['top1_npu']:.3f}; "
+          f"max error {m['max_error_steps']:g} steps; flags: {record['flags'] or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

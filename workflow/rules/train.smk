@@ -1,0 +1,25 @@
+# Only models with `train:` in the config reach this rule (see trained_weights()).
+rule train_model:
+    input:
+        model_file=model_source_file,
+        dataset=model_dataset_files,
+    output:
+        weights="results/train/{model}/weights.pt",
+        meta="results/train/{model}/train.json",
+    log:
+        "logs/train/{model}.log",
+    benchmark:
+        "benchmarks/train/{model}.tsv"
+    params:
+        model=model_params,
+        seed=SWEEP.seed,
+        dataset=model_dataset,
+        train=model_training,
+        code=code_version("ethosweep.train"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/train.py"

@@ -1,0 +1,10 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.bundle:bundle_program",
+    pte=snakemake.input.pte,
+    meta=snakemake.input.meta,
+    bundle_io=snakemake.input.bundle_io,
+    bpte=snakemake.output.bpte,
+)

@@ -1,0 +1,12 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.train:train_model",
+    model=snakemake.params.model,
+    seed=snakemake.params.seed,
+    dataset=snakemake.params.dataset,
+    train=snakemake.params.train,
+    weights=snakemake.output.weights,
+    meta=snakemake.output.meta,
+)

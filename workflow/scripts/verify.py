@@ -1,0 +1,19 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.verify:verify_numerics",
+    program=snakemake.input.program,
+    quantized=snakemake.input.quantized,
+    inputs=snakemake.input.inputs,
+    profile=snakemake.wildcards.tosa_profile,
+    report=snakemake.output.report,
+    bundle_io=snakemake.output.bundle_io,
+    dataset=snakemake.params.dataset,
+    seed=snakemake.params.seed,
+    evaluation_samples=snakemake.params.evaluation_samples,
+    random_samples=snakemake.params.random_samples,
+    min_agreement=snakemake.params.min_agreement,
+    max_error_steps=snakemake.params.max_error_steps,
+    bundle_samples=snakemake.params.bundle_samples,
+)
