@@ -19,6 +19,7 @@ include: "workflow/rules/lower.smk"
 include: "workflow/rules/vela.smk"
 include: "workflow/rules/header.smk"
 include: "workflow/rules/verify.smk"
+include: "workflow/rules/deploy.smk"
 include: "workflow/rules/summary.smk"
 
 

@@ -35,6 +35,10 @@ TINY_CONFIG = {
     "include": [{"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
                 {"model": "mnist_digits", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"}],
     "numerics": {"evaluation_samples": 300, "bundleio": True},
+    # Both boards use the U55 cells above (no new compilation): a fit check on the
+    # Alif E8's memories, and on a test board too small for MNIST.
+    "boards": ["alif-e8", "tiny-board"],
+    "board_files": ["tests/data/tiny_board.yaml"],
 }
 
 U55_CELL = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
@@ -45,6 +49,8 @@ def make_workdir(path: Path, config: dict) -> Path:
     (path / "config").mkdir(parents=True, exist_ok=True)
     (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.copytree(REPO / "models", path / "models", dirs_exist_ok=True)
+    (path / "tests" / "data").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tests" / "data" / "tiny_board.yaml", path / "tests" / "data")
     return path
 
 

@@ -26,8 +26,11 @@ def test_default_config_is_the_documented_matrix():
         "add", "softmax", "mnist", "mnist_digits", "mobilenet_v2", "ds_cnn", "resnet8", "mobilenet_v1_025",
         "deep_autoencoder",
     ]
-    # per model: U55 x {Shared_Sram, Sram_Only} + U65 and U85 x {Shared_Sram, Sram_Only, Dedicated_Sram}
-    assert len(result.cells) == 9 * (2 + 3 + 3)
+    # per model: U55 x {Shared_Sram, Sram_Only} + U65 and U85 x {Shared_Sram, Sram_Only, Dedicated_Sram},
+    # + the i.MX 93 board's U65 / Dedicated_Sram_384KB (the other boards' cells are in the cross product)
+    assert len(result.cells) == 9 * (2 + 3 + 3 + 1)
+    assert list(result.boards) == ["alif-e8", "imx93", "corstone-300", "corstone-320"]
+    assert len(result.board_cells()) == 9 * (1 + 1 + 2 + 2)
     assert {(c.target, c.system_config) for c in result.cells} == {
         ("ethos-u55-128", "Ethos_U55_High_End_Embedded"),
         ("ethos-u65-256", "Ethos_U65_High_End"),
@@ -40,7 +43,7 @@ def test_default_config_is_the_documented_matrix():
     ]
     # 9 models x 2 TOSA profiles: U55 and U65 cells share quantized programs.
     assert len(result.quantize_keys()) == 18
-    assert "72 cells (9 models, 3 targets, 3 memory modes, 1 quantization scheme)" in result.describe()
+    assert "81 cells (9 models, 3 targets, 4 memory modes, 1 quantization scheme)" in result.describe()
     assert result.models["mnist_digits"].dataset == "digits" and result.models["mnist_digits"].train["epochs"] == 12
 
 

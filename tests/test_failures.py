@@ -56,7 +56,7 @@ def broken_sweep(tmp_path_factory):
         "memory_modes": ["Shared_Sram"],
     })
     shutil.copytree(REPO / "tests" / "models", workdir / "tests" / "models")
-    shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data")
+    shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data", dirs_exist_ok=True)
     proc = snakemake(workdir, check=False)
     return workdir, proc
 
@@ -197,5 +197,5 @@ def test_two_clean_runs_give_identical_artifacts(tiny_sweep, tmp_path):
 
 
 def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):
-    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models"}
+    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "tests"}  # tests: the test board file
     assert {p.name for p in tiny_sweep.iterdir()} <= allowed

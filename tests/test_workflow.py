@@ -11,9 +11,11 @@ from conftest import REPO, TINY_CONFIG, U55_CELL, planned_jobs, snakemake
 from ethosweep.io import read_json
 
 
-def rows(workdir: Path) -> dict[tuple, dict]:
+def rows(workdir: Path, board: str = "alif-e8") -> dict[tuple, dict]:
+    """Summary rows by (model, target, memory mode); a cell on several boards: the row for `board`."""
     with open(workdir / "results" / "summary.csv", newline="") as f:
-        return {(r["model"], r["target"], r["memory_mode"]): r for r in csv.DictReader(f)}
+        every = list(csv.DictReader(f))
+    return {(r["model"], r["target"], r["memory_mode"]): r for r in every if r["board"] in ("", board)}
 
 
 def set_config(workdir: Path, **changes) -> None:
@@ -95,7 +97,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
         f.write("\n# edited\n")
     assert planned_jobs(sweep_copy) == {
         "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
-        "run_vela": 3, "write_header": 3, "bundle_program": 3, "summarize_sweep": 1, "all": 1,
+        "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "summarize_sweep": 1, "all": 1,
     }
 
 
@@ -120,7 +122,8 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     assert planned_jobs(sweep_copy, env=env) == {}
     with open(package / "ethosweep" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
-    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "summarize_sweep": 1, "all": 1}
+    # the headers, and the deployment bundles that carry them (4 U55 cells on 2 boards)
+    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "bundle_deployment": 8, "summarize_sweep": 1, "all": 1}
 
 
 def test_lint_is_clean():
@@ -159,3 +162,32 @@ def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
     data = __import__("torch").load(tiny_sweep / "results/verify/mnist_digits/int8/u55/bundle_io.pt", weights_only=True)
     assert len(data["inputs"]) == 4 and data["inputs"][0][0].shape == (1, 1, 28, 28)
     assert float(data["inputs"][0][0].max()) > 0.5  # a digit, not a tensor of ones
+
+
+def test_boards_get_a_fit_verdict_with_margins_on_real_numbers(tiny_sweep):
+    alif = rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]
+    lowered = read_json(tiny_sweep / "results/lower" / U55_CELL / "lower.json")
+    vela = read_json(tiny_sweep / "results/vela" / U55_CELL / "summary.json")["cell"]
+    # Alif E8: the .pte in MRAM (5632 KiB), Vela's SRAM use and the runner's planned buffers in SRAM (4096 KiB)
+    assert alif["fit"] == "fits"
+    sram_need = vela["sram_memory_used"] + lowered["planned_buffer_bytes"] / 1024
+    assert float(alif["fit_sram_margin_kib"]) == pytest.approx(4096 - sram_need, abs=0.1)
+    assert float(alif["fit_flash_margin_kib"]) == pytest.approx(5632 - lowered["pte_bytes"] / 1024, abs=0.1)
+    # Vela's 138,824 cycles at the E8 RTSS-HE's 160 MHz, not the system config's 500 MHz
+    assert float(alif["board_inference_ms"]) == pytest.approx(138824 / 160e3, abs=1e-3)
+
+    tiny = rows(tiny_sweep, "tiny-board")["mnist", "ethos-u55-128", "Shared_Sram"]
+    assert tiny["fit"] == f"does not fit: SRAM needs {sram_need:.1f} KiB, has 16 KiB"
+    assert float(tiny["fit_sram_margin_kib"]) < 0
+    add = rows(tiny_sweep, "tiny-board")["add", "ethos-u55-128", "Shared_Sram"]
+    assert add["fit"] == "fits"
+
+
+def test_deployment_bundles_hold_what_goes_on_the_board(tiny_sweep):
+    bundle = tiny_sweep / "results/deploy/alif-e8" / U55_CELL
+    assert (bundle / "model_pte.h").read_bytes() == (tiny_sweep / "results/header" / U55_CELL / "model_pte.h").read_bytes()
+    cmake = (bundle / "ethosweep.cmake").read_text()
+    assert 'set(ETHOSU_TARGET_NPU_CONFIG "ethos-u55-128"' in cmake and 'set(MEMORY_MODE "Shared_Sram"' in cmake
+    readme = (bundle / "README.md").read_text()
+    assert "**Fit: fits**" in readme and "Seed 000's steps" in readme
+    assert rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]["deploy"] == f"results/deploy/alif-e8/{U55_CELL}"

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import yaml
+
+from ethosweep import boards as bd
 from ethosweep import targets as tg
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -110,6 +113,12 @@ class Sweep:
     seed: int
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, reason)
     numerics: dict = field(default_factory=dict)
+    boards: dict = field(default_factory=dict)  # name -> boards.Board
+    cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
+
+    def board_cells(self) -> list[tuple[str, Cell]]:
+        """(board, cell) for every cell compiled for a board, in matrix order."""
+        return [(b, c) for c in self.cells for b in self.cell_boards.get(c.id, [])]
 
     def cells_of(self, **match: str) -> list[Cell]:
         return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
@@ -185,19 +194,23 @@ def _json_path(parts) -> str:
     return text
 
 
-def build_sweep(config: dict[str, Any], base_dir: Path | str = ".") -> Sweep:
+def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir: Path | str | None = None) -> Sweep:
     """Expand a schema-validated config into the matrix of cells.
 
     `base_dir` is where relative file paths in the config are resolved (the
-    workflow's working directory). Raises ConfigError with a message naming
-    the key, the value and what is allowed.
+    workflow's working directory); `workflow_dir` is the repository with the
+    built-in board profiles (default: the one this package lives in). Raises
+    ConfigError with a message naming the key, the value and what is allowed.
     """
     base = Path(base_dir)
     models = _models(config["models"], base)
     quantization = tuple(config.get("quantization", ["int8"]))
     global_vela = _vela_options(config.get("vela", {}), None, "vela", base)
-    entries = _target_entries(config.get("targets", []), config.get("system_configs", {}), global_vela, base)
+    entries = _target_entries(config.get("targets", []), config.get("system_configs", {}), global_vela, base,
+                              allow_empty=bool(config.get("boards")))
     memory_modes = _memory_modes(config.get("memory_modes", []), entries)
+    boards = _boards(config.get("boards", []), config.get("board_files", []), base,
+                     Path(workflow_dir) if workflow_dir else WORKFLOW_DIR)
 
     cells, skipped = [], []
     for model in models:
@@ -219,6 +232,15 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".") -> Sweep:
     for i, selector in enumerate(config.get("include", [])):
         cells.extend(_included_cells(selector, f"include[{i}]", models, quantization, entries, config, global_vela, base))
 
+    cell_boards: dict[str, list[str]] = {}
+    for board in boards.values():
+        for model in models:
+            for quant in quantization:
+                for mode in board.memory_modes:
+                    cell = Cell(model, quant, board.target, board.system_config, mode, global_vela)
+                    cells.append(cell)
+                    cell_boards.setdefault(cell.id, []).append(board.name)
+
     cells = list({c.id: c for c in cells}.values())
     if not cells:
         raise ConfigError(
@@ -228,7 +250,44 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".") -> Sweep:
             + ")"
         )
     return Sweep(models=models, quantization=quantization, cells=cells, seed=int(config.get("seed", 0)),
-                 skipped=skipped, numerics=dict(config.get("numerics", {})))
+                 skipped=skipped, numerics=dict(config.get("numerics", {})), boards=boards, cell_boards=cell_boards)
+
+
+def _boards(names: list[str], extra_files: list[str], base: Path, workflow_dir: Path) -> dict[str, "bd.Board"]:
+    """The board profiles the config asks for, validated (built-in ones and `board_files`)."""
+    import jsonschema
+
+    schema = yaml.safe_load((workflow_dir / "workflow" / "schemas" / "board.schema.yaml").read_text())
+    files = dict(bd.builtin_board_files(workflow_dir / "boards"))
+    for i, extra in enumerate(extra_files):
+        path = base / extra
+        if not path.is_file():
+            raise ConfigError(f"board_files[{i}]: {extra!r} does not exist (relative to {base.resolve()})")
+        files[bd.load_board_file(path).get("name", path.stem)] = path
+    boards = {}
+    for i, name in enumerate(names):
+        if name not in files:
+            raise ConfigError(f"boards[{i}]: unknown board {name!r}; available: {', '.join(files)} "
+                              "(add your own with `board_files`)")
+        profile = bd.load_board_file(files[name])
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(profile))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path) or "profile"
+            raise ConfigError(f"board {name!r} ({files[name]}): {where}: {error.message}")
+        board = bd.board_from_profile(profile, str(files[name]))
+        if board.target not in tg.TARGETS:
+            raise ConfigError(f"board {name!r} ({files[name]}): npu.target: unknown target {board.target!r}")
+        ini = tg.read_vela_ini()
+        for mode in board.memory_modes:
+            reason = tg.invalid_combination_reason(board.target, board.system_config, mode, ini)
+            if reason is not None:
+                raise ConfigError(f"board {name!r} ({files[name]}): {reason}")
+        boards[name] = board
+    return boards
+
+
+# The repository this package lives in (an editable install): its boards/ and schemas.
+WORKFLOW_DIR = Path(__file__).resolve().parents[2]
 
 
 def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
@@ -287,7 +346,8 @@ def _ini(options: VelaOptions, base: Path) -> tg.VelaIni:
     return tg.read_vela_ini(None if options.config is None else str(base / options.config))
 
 
-def _target_entries(entries: list, family_defaults: dict, global_vela: VelaOptions, base: Path) -> list[TargetEntry]:
+def _target_entries(entries: list, family_defaults: dict, global_vela: VelaOptions, base: Path,
+                    allow_empty: bool = False) -> list[TargetEntry]:
     result: list[TargetEntry] = []
     for i, entry in enumerate(entries):
         where = f"targets[{i}]"
@@ -306,13 +366,13 @@ def _target_entries(entries: list, family_defaults: dict, global_vela: VelaOptio
         if any(e.target == target and e.system_config == system_config for e in result):
             raise ConfigError(f"{where}: {target} with system config {system_config} is listed twice")
         result.append(TargetEntry(target, system_config, vela, ini))
-    if not result:
+    if not result and not allow_empty:
         raise ConfigError(f"targets: the list is empty; allowed targets: {', '.join(tg.TARGETS)}")
     return result
 
 
 def _memory_modes(modes: list[str], entries: list[TargetEntry]) -> list[str]:
-    known = {m for e in entries for m in e.ini.memory_modes}
+    known = {m for e in entries for m in e.ini.memory_modes} or set(tg.read_vela_ini().memory_modes)
     for i, mode in enumerate(modes):
         if mode not in known:
             raise ConfigError(f"memory_modes[{i}]: unknown memory mode {mode!r}; allowed: {', '.join(sorted(known))}")

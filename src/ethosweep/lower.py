@@ -199,6 +199,10 @@ def lower_cell(
                 "vela_summary": read_summary(summaries[0]) if summaries else None,
             })
         pte_bytes = program.buffer
+        plan = program.executorch_program.execution_plan[0]
+        # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
+        # allocator must hold them): buffer 0 is reserved and always 0.
+        planned = sum(int(size) for size in plan.non_const_buffer_sizes)
 
     tosa_path = Path(tosa_dir)
     tosa_path.mkdir(parents=True, exist_ok=True)
@@ -213,6 +217,7 @@ def lower_cell(
         "vela_options": vela,
         "pte_bytes": len(pte_bytes),
         "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
+        "planned_buffer_bytes": planned,
         "partitions": partitions,
         "delegated": table["delegated"],
         "versions": tool_versions(),

@@ -13,11 +13,12 @@ import io
 from pathlib import Path
 from typing import Iterable
 
+from ethosweep.boards import board_from_params, fit
 from ethosweep.io import atomic_write_text, read_json
 from ethosweep.errors import failure_reason
 from ethosweep.provenance import TOOLS, tool_versions
 
-KEY_COLUMNS = ["model", "quantization", "target", "system_config", "memory_mode"]
+KEY_COLUMNS = ["model", "quantization", "target", "system_config", "memory_mode", "board"]
 COLUMNS = KEY_COLUMNS + [
     "status",
     "reason",
@@ -38,6 +39,14 @@ COLUMNS = KEY_COLUMNS + [
     "vela_dram_kib",
     "vela_core_clock_mhz",
     "pte_bytes",
+    "planned_buffer_kib",
+    "fit",
+    "fit_sram_margin_kib",
+    "fit_flash_margin_kib",
+    "fit_dram_margin_kib",
+    "board_npu_clock_mhz",
+    "board_inference_ms",
+    "deploy",
     "numerics",
     "numerics_flags",
     "data",
@@ -61,13 +70,35 @@ COLUMNS = KEY_COLUMNS + [
 ]
 
 
-def cell_key(cell: dict) -> dict:
+def cell_key(cell: dict, board: dict | None = None) -> dict:
     return {
         "model": cell["model"],
         "quantization": cell["quant"],
         "target": cell["target"],
         "system_config": cell["system_config"],
         "memory_mode": cell["memory_mode"],
+        "board": board["name"] if board else "",
+    }
+
+
+def cell_id(cell: dict) -> str:
+    return "/".join((cell["model"], cell["quant"], cell["target"], cell["system_config"], cell["memory_mode"]))
+
+
+def board_columns(board: dict, cell: dict, lowered: dict, figures: dict) -> dict:
+    """The fit of a cell on a board, its inference time at the board's NPU clock, its bundle."""
+    verdict = fit(board_from_params(board), cell["memory_mode"], lowered["pte_bytes"], figures,
+                  lowered["planned_buffer_bytes"])
+    margins = verdict.margins_kib
+    return {
+        "board": board["name"],
+        "fit": verdict.verdict,
+        **{f"fit_{r}_margin_kib": margins.get(r, "") for r in ("sram", "flash", "dram")},
+        "board_npu_clock_mhz": board["npu_clock_mhz"],
+        # Vela's cycles at the board's NPU clock (Vela's own time assumes the system config's clock)
+        "board_inference_ms": round(figures["cycles_total"] / (board["npu_clock_mhz"] * 1e3), 4)
+        if figures.get("cycles_total") else "",
+        "deploy": f"results/deploy/{board['name']}/{cell_id(cell)}",
     }
 
 
@@ -102,9 +133,19 @@ def numerics_columns(lowered: dict, verified: dict) -> dict:
     }
 
 
+def cell_rows(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
+              verify_report: str) -> list[dict]:
+    """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
+    row = cell_row(cell, lower_meta, delegation, vela_summary, pte, header, verify_report)
+    if not cell.get("boards"):
+        return [row]
+    lowered, figures = read_json(lower_meta), read_json(vela_summary)["cell"]
+    return [{**row, **board_columns(board, cell, lowered, figures)} for board in cell["boards"]]
+
+
 def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
              verify_report: str) -> dict:
-    """The summary row of a cell whose stages all completed."""
+    """The summary row of a cell whose stages all completed (without board columns)."""
     lowered, table, vela = read_json(lower_meta), read_json(delegation), read_json(vela_summary)
     figures = vela["cell"]
     row = {
@@ -117,6 +158,7 @@ def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pt
         "cpu_ops": table["cpu_compute_ops"],
         "cpu_operators": "; ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()),
         "pte_bytes": lowered["pte_bytes"],
+        "planned_buffer_kib": round(lowered["planned_buffer_bytes"] / 1024, 2),
         "pte": pte,
         "header": header,
         **_parameters(cell),
@@ -147,6 +189,12 @@ def _delegation_reason(table: dict) -> str:
     return "partly delegated; on the CPU: " + "; ".join(
         f"{op} ({reasons[op]})" if op in reasons else op for op in table["cpu_operators"]
     )
+
+
+def failed_rows(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> list[dict]:
+    """The rows of a cell that did not complete (one per board it is on, else one)."""
+    row = failed_row(cell, stage_logs)
+    return [{**row, "board": b["name"]} for b in cell["boards"]] if cell.get("boards") else [row]
 
 
 def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:
@@ -186,14 +234,14 @@ def read_summary_csv(path: str | Path) -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix at a glance, for the terminal."""
-    headers = ["model", "q", "target", "memory mode", "status", "NPU/CPU ops", "Vela cycles", "ms", "SRAM KiB",
-               "flash+DRAM KiB", ".pte KiB", "top-1 float/NPU", "NPU vs quant"]
+    headers = ["model", "q", "target", "memory mode", "board", "status", "NPU/CPU ops", "Vela cycles", "ms",
+               "SRAM KiB", "flash+DRAM KiB", ".pte KiB", "fit", "top-1 float/NPU", "NPU vs quant"]
     lines = []
     for r in rows:
         ok = r.get("status") == "ok"
         flash = sum(_num(r.get(k)) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib"))
         lines.append([
-            r["model"], r["quantization"], r["target"], r["memory_mode"],
+            r["model"], r["quantization"], r["target"], r["memory_mode"], r.get("board", ""),
             r["status"] if r.get("status") != "ok" or not r.get("reason") else f"ok ({r.get('delegation')})",
             f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
             f"{int(_num(r.get('vela_cycles_total'))):,}" if ok and r.get("vela_cycles_total") not in ("", None) else "",
@@ -201,11 +249,12 @@ def format_table(rows: list[dict]) -> str:
             f"{_num(r.get('vela_sram_kib')):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
             f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
             f"{_num(r.get('pte_bytes')) / 1024:.1f}" if ok else "",
+            _fit_cell(r) if ok else "",
             f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}" if ok and r.get("top1_npu") not in ("", None) else "",
             _numerics_cell(r) if ok else "",
         ])
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
-    fmt = "  ".join(f"{{:{'>' if i >= 5 else '<'}{w}}}" for i, w in enumerate(widths))
+    fmt = "  ".join(f"{{:{'>' if i >= 6 else '<'}{w}}}" for i, w in enumerate(widths))
     out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
     out += [fmt.format(*line) for line in lines]
     failed = [r for r in rows if r.get("status") != "ok"]
@@ -214,10 +263,22 @@ def format_table(rows: list[dict]) -> str:
     for r in failed:
         out.append(f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: {r.get('reason', '')}")
     for r in rows:
+        if r.get("fit", "").startswith("does not fit"):
+            out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
+    for r in rows:
         if r.get("numerics") in ("flagged", "unverified"):
             out.append(f"  numerics {r['numerics']}: {r['model']} [{r['quantization']}] {r['target']} / "
                        f"{r['memory_mode']}: {r.get('numerics_flags', '')}")
     return "\n".join(out)
+
+
+def _fit_cell(row: dict) -> str:
+    verdict = row.get("fit", "")
+    if not verdict:
+        return ""
+    if verdict == "fits":
+        return "fits"
+    return "NO: " + ", ".join(part.split(" needs")[0] for part in verdict.removeprefix("does not fit: ").split("; "))
 
 
 def _pct(value) -> str:
@@ -251,8 +312,9 @@ def summarize(
 ) -> list[dict]:
     """Write results/summary.csv from every cell's stage outputs (lists in matrix order)."""
     rows = [
-        cell_row(cell, *paths)
+        row
         for cell, *paths in zip(cells, lower_meta, delegation, vela_summary, pte, header, verify_report, strict=True)
+        for row in cell_rows(cell, *paths)
     ]
     write_summary(rows, summary)
     return rows

@@ -164,7 +164,8 @@ class LayerRecorder(torch.fx.Interpreter):
     def run_node(self, n):
         result = super().run_node(n)
         if isinstance(result, torch.Tensor) and result.is_floating_point():
-            self.outputs[n.name] = result.detach().flatten()
+            # a copy: later in-place operators (relu_, hardtanh_) would change a view
+            self.outputs[n.name] = result.detach().flatten().clone()
         return result
 
 
@@ -201,13 +202,16 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
                 store[name].append(value)
     joined = lambda store, name: torch.cat(store[name]) if name in store else None  # noqa: E731
     quant_nodes = {n.name: n for n in quant_module.graph.nodes}
+    folded = _batch_norms_folded_away(float_module, quant_nodes)
 
     layers, seen_inputs = [], set()
     for node in float_module.graph.nodes:
         twin = quant_nodes.get(node.name)
         if node.op != "call_function" or twin is None:
             continue
-        reference, test = joined(recorded_float, node.name), joined(recorded_quant, node.name)
+        # The quantizer folds batch norms into the convolution before them: compare the
+        # quantized convolution with the float batch norm's output.
+        reference, test = joined(recorded_float, folded.get(node.name, node.name)), joined(recorded_quant, node.name)
         if reference is None or test is None or reference.shape != test.shape:
             continue
         output_snr = snr_db(reference, test)
@@ -233,6 +237,16 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
         layers.append({"layer": node.name, "snr_db": _finite(output_snr), "input_snr_db": _finite(received),
                        "snr_drop_db": _finite(loss)})
     return layers
+
+
+def _batch_norms_folded_away(float_module, quant_nodes: dict) -> dict[str, str]:
+    """float node name -> the name of the batch norm folded into it in the quantized graph."""
+    folded = {}
+    for node in float_module.graph.nodes:
+        users = list(node.users)
+        if len(users) == 1 and "batch_norm" in str(users[0].target) and users[0].name not in quant_nodes:
+            folded[node.name] = users[0].name
+    return folded
 
 
 def _activation_bits(quant_module) -> int:
@@ -285,7 +299,11 @@ def verify_numerics(
 
     flags = []
     if metrics.get("agreement_npu_vs_float") is not None and metrics["agreement_npu_vs_float"] < min_agreement:
-        flags.append(f"top-1 agreement with float {metrics['agreement_npu_vs_float']:.3f} < {min_agreement}")
+        flag = f"top-1 agreement with float {metrics['agreement_npu_vs_float']:.3f} < {min_agreement}"
+        if metrics["float_output_max_abs"] < 1e-6:
+            flag += (f" (the float model's outputs are all ~0, at most {metrics['float_output_max_abs']:.1e}, "
+                     "so its top-1 is noise: untrained weights?)")
+        flags.append(flag)
     if metrics.get("max_error_steps") is not None and metrics["max_error_steps"] > max_error_steps:
         flags.append(f"NPU (TOSA) differs from the quantized model by {metrics['max_error_steps']:.0f} "
                      f"output steps > {max_error_steps:g}")
@@ -336,6 +354,7 @@ def compare(float_out, quant_out, npu_out, scales, labels) -> dict:
         metrics["mean_error_steps"] = round(float(every.mean()), 6)
     all_float = torch.cat([t.flatten() for o in float_out for t in o])
     all_npu = torch.cat([t.flatten() for o in npu_out for t in o])
+    metrics["float_output_max_abs"] = float(all_float.abs().max())
     metrics["cosine_npu_vs_float"] = round(cosine(all_float, all_npu), 6)
     metrics["snr_db_npu_vs_float"] = _finite(snr_db(all_float, all_npu))
     return metrics

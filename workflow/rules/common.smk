@@ -31,7 +31,7 @@ except WorkflowError:
     schema = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
     raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
 try:
-    SWEEP = build_sweep(config)
+    SWEEP = build_sweep(config, workflow_dir=workflow.basedir)
 except ConfigError as error:
     raise WorkflowError(f"Invalid config: {error}")
 print(SWEEP.describe(), file=sys.stderr)
@@ -53,6 +53,7 @@ wildcard_constraints:
     system_config=_alternatives(c.system_config for c in SWEEP.cells),
     memory_mode=_alternatives(c.memory_mode for c in SWEEP.cells),
     tosa_profile="u55|u85",
+    board=_alternatives(SWEEP.boards) or "no-boards-configured",
 
 
 def cell_of(wildcards):
@@ -82,8 +83,18 @@ def _cell_fields(cell):
 
 
 def cell_record(cell):
-    """The plain-data description of a cell that the summary receives as a param."""
-    return {**_cell_fields(cell), "vela": cell.vela.as_params(), "seed": SWEEP.seed}
+    """The plain-data description of a cell (with its boards) that the summary receives as a param."""
+    return {
+        **_cell_fields(cell),
+        "vela": cell.vela.as_params(),
+        "seed": SWEEP.seed,
+        "boards": [SWEEP.boards[b].as_params() for b in SWEEP.cell_boards.get(cell.id, [])],
+    }
+
+
+def board_cell_paths(pattern):
+    """`pattern` (with {board} and cell fields) for every board and each of its cells."""
+    return [pattern.format(board=board, **_cell_fields(cell)) for board, cell in SWEEP.board_cells()]
 
 
 # ---- input functions and params ----------------------------------------------
@@ -143,6 +154,14 @@ def custom_vela_ini(wildcards):
     return [config_path] if config_path else []
 
 
+def board_params(wildcards):
+    return SWEEP.boards[wildcards.board].as_params()
+
+
+def cell_params(wildcards):
+    return cell_record(cell_of(wildcards))
+
+
 def header_symbol(wildcards):
     from ethosweep.header import symbol_for
 
@@ -168,6 +187,7 @@ def all_outputs():
         *cell_paths(f"results/header/{CELL}/model_pte.h"),
         *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json")),
         *bundles,
+        *board_cell_paths(f"results/deploy/{{board}}/{CELL}"),
     ]
 
 
@@ -213,9 +233,9 @@ def summarize_after_failure():
             "verify_report": f"{VERIFY}/verify.json".format(**fields),
         }
         if all(Path(p).exists() for p in paths.values()):
-            rows.append(ethosweep_summary.cell_row(cell_record(cell), **paths))
+            rows.extend(ethosweep_summary.cell_rows(cell_record(cell), **paths))
         else:
             logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
-            rows.append(ethosweep_summary.failed_row(cell_record(cell), logs))
+            rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs))
     ethosweep_summary.write_summary(rows, SUMMARY)
     print_summary_table()

@@ -1,0 +1,25 @@
+# One bundle per board and cell of that board (`boards:` in the config).
+rule bundle_deployment:
+    input:
+        pte=f"results/lower/{CELL}/model.pte",
+        header=f"results/header/{CELL}/model_pte.h",
+        meta=f"results/lower/{CELL}/lower.json",
+        vela_summary=f"results/vela/{CELL}/summary.json",
+    output:
+        bundle=directory(f"results/deploy/{{board}}/{CELL}"),
+    log:
+        f"logs/deploy/{{board}}/{CELL}.log",
+    benchmark:
+        f"benchmarks/deploy/{{board}}/{CELL}.tsv"
+    params:
+        board=board_params,
+        cell=cell_params,
+        code=code_version("ethosweep.deploy"),
+    threads: 1
+    resources:
+        mem_mb=500,
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/deploy.py"

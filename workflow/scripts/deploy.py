@@ -1,0 +1,13 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.deploy:bundle_deployment",
+    board=snakemake.params.board,
+    cell=snakemake.params.cell,
+    pte=snakemake.input.pte,
+    header=snakemake.input.header,
+    meta=snakemake.input.meta,
+    vela_summary=snakemake.input.vela_summary,
+    bundle=snakemake.output.bundle,
+)
