@@ -11,6 +11,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/export.smk"
@@ -21,6 +24,7 @@ include: "workflow/rules/header.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/deploy.smk"
 include: "workflow/rules/summary.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -28,7 +32,7 @@ rule all:
         all_outputs(),
     # Without a message Snakemake lists every output of the matrix here.
     message:
-        "All cells compiled: see results/summary.csv"
+        "All cells compiled: see results/summary.csv and results/report/index.html"
     localrule: True
     default_target: True
 

@@ -87,7 +87,9 @@ def test_a_second_run_has_nothing_to_do(tiny_sweep):
 def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
     # New cells only: verification is per TOSA profile, and these profiles are verified already.
+    # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with
     assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "bundle_program": 4,
+                                        "report_cell": 8, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
 
 
@@ -97,13 +99,15 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
         f.write("\n# edited\n")
     assert planned_jobs(sweep_copy) == {
         "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
-        "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "summarize_sweep": 1, "all": 1,
+        "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
+        "report_plots": 1, "report_index": 1, "summarize_sweep": 1, "all": 1,
     }
 
 
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
     assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "bundle_program": 2,
+                                        "report_cell": 2, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
     snakemake(sweep_copy)
     table = rows(sweep_copy)
@@ -123,7 +127,8 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     with open(package / "ethosweep" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
     # the headers, and the deployment bundles that carry them (4 U55 cells on 2 boards)
-    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "bundle_deployment": 8, "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "bundle_deployment": 8, "summarize_sweep": 1,
+                                                 "report_plots": 1, "report_index": 1, "all": 1}
 
 
 def test_lint_is_clean():

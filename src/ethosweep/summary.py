@@ -38,6 +38,7 @@ COLUMNS = KEY_COLUMNS + [
     "vela_on_chip_flash_kib",
     "vela_dram_kib",
     "vela_core_clock_mhz",
+    "vela_traffic_kib",
     "pte_bytes",
     "planned_buffer_kib",
     "fit",
@@ -178,6 +179,9 @@ def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pt
             "vela_on_chip_flash_kib": round(figures["on_chip_flash_memory_used"], 2),
             "vela_dram_kib": round(figures["dram_memory_used"], 2),
             "vela_core_clock_mhz": round(figures["core_clock"] / 1e6, 1),
+            # bytes moved through every memory (Vela), for the report's roofline
+            "vela_traffic_kib": round(sum(figures.get(k) or 0 for k in (
+                "sram_total_bytes", "dram_total_bytes", "on_chip_flash_total_bytes", "off_chip_flash_total_bytes")) / 1024, 2),
         })
     return row
 

@@ -162,6 +162,26 @@ def cell_params(wildcards):
     return cell_record(cell_of(wildcards))
 
 
+def verify_report_of_cell(wildcards):
+    profile = ethosweep_targets.tosa_profile(wildcards.target)
+    return f"results/verify/{wildcards.model}/{wildcards.quant}/{profile}/verify.json"
+
+
+def _siblings(wildcards):
+    """The other memory modes of this cell's model, scheme, target and system config."""
+    cell = cell_of(wildcards)
+    return [c for c in SWEEP.cells_of(model=cell.model, quant=cell.quant, target=cell.target,
+                                      system_config=cell.system_config) if c.memory_mode != cell.memory_mode]
+
+
+def sibling_vela_summaries(wildcards):
+    return [f"results/vela/{c.id}/summary.json" for c in _siblings(wildcards)]
+
+
+def sibling_memory_modes(wildcards):
+    return [c.memory_mode for c in _siblings(wildcards)]
+
+
 def header_symbol(wildcards):
     from ethosweep.header import symbol_for
 
@@ -182,6 +202,7 @@ def all_outputs():
     bundles = cell_paths(f"results/bundle/{CELL}/model.bpte") if numerics("bundleio") else []
     return [
         SUMMARY,
+        "results/report/index.html",
         *cell_paths(f"results/lower/{CELL}/model.pte"),
         *cell_paths(f"results/vela/{CELL}/summary.json"),
         *cell_paths(f"results/header/{CELL}/model_pte.h"),

@@ -1,0 +1,110 @@
+"""Advice in plain words, derived from a cell's numbers, each piece with the numbers it comes from.
+
+Rules (each fires only when the data supports it):
+- an operator stayed on the CPU: which, how many, and the partitioner's reason;
+- a top layer is memory-bound: its memory-access cycles exceed its NPU cycles;
+- the cell waits on off-chip flash or DRAM for weights: the share of cycles, and what another
+  memory mode of the same model and target achieved in this sweep;
+- accuracy is lost at a layer: the layer whose SNR against float drops most;
+- the cell does not fit a board: the region and by how much, and the memory modes that fit.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Advice:
+    title: str
+    detail: str  # the numbers behind it
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "detail": self.detail}
+
+
+MEMORY_BOUND_COLUMNS = ("SRAM AC", "DRAM AC", "OnFlash AC", "OffFlash AC")
+
+
+def cpu_operators(delegation: dict) -> list[Advice]:
+    reasons = delegation.get("cpu_reasons", {})
+    return [
+        Advice(f"{op} runs on the CPU, not the NPU ({count}×)",
+               f"The partitioner left it out: {reasons.get(op, 'no reason reported')}. "
+               "It runs on the Cortex-M with ExecuTorch's CPU kernels; the graph is split into "
+               f"{delegation['partitions']} NPU partitions around it.")
+        for op, count in delegation.get("cpu_operators", {}).items()
+    ]
+
+
+def memory_bound_layers(layers: list[dict], top: int = 3) -> list[Advice]:
+    advice = []
+    for layer in sorted(layers, key=lambda l: -_num(l.get("Op Cycles")))[:top]:
+        npu = _num(layer.get("NPU"))
+        memory = {c: _num(layer.get(c)) for c in MEMORY_BOUND_COLUMNS}
+        worst = max(memory, key=memory.get)
+        if memory[worst] > npu > 0 or (npu == 0 and memory[worst] > 0):
+            name = layer.get("Name") or layer.get("NNG Operator")
+            advice.append(Advice(
+                f"Layer {name} ({layer.get('Original Operator')}) is memory-bound",
+                f"{int(_num(layer.get('Op Cycles'))):,} cycles, of which {int(memory[worst]):,} are "
+                f"{_access_name(worst)} accesses against {int(npu):,} NPU compute cycles; "
+                f"MAC utilisation {_num(layer.get('Util% (MAC)')):.1f} %."))
+    return advice
+
+
+def _access_name(column: str) -> str:
+    return {"SRAM AC": "SRAM", "DRAM AC": "DRAM", "OnFlash AC": "on-chip flash", "OffFlash AC": "off-chip flash"}[column]
+
+
+def weight_streaming(cell: dict, figures: dict, siblings: dict[str, dict]) -> list[Advice]:
+    """`siblings`: memory mode -> Vela cell figures of the same model, scheme and target."""
+    total = _num(figures.get("cycles_total"))
+    waiting = {"off-chip flash": _num(figures.get("cycles_off_chip_flash_access")),
+               "DRAM": _num(figures.get("cycles_dram_access"))}
+    memory, cycles = max(waiting.items(), key=lambda kv: kv[1])
+    if not total or cycles / total < 0.3:
+        return []
+    better = {mode: f for mode, f in siblings.items() if mode != cell["memory_mode"] and _num(f.get("cycles_total")) < total}
+    if better:
+        mode, best = min(better.items(), key=lambda kv: _num(kv[1]["cycles_total"]))
+        weights = (f" and its {_num(best.get('on_chip_flash_memory_used')):.1f} KiB of weights in SRAM too"
+                   if mode == "Sram_Only" else "")
+        alternative = (f" In this sweep {mode} takes {int(_num(best['cycles_total'])):,} cycles "
+                       f"({total / _num(best['cycles_total']):.1f}× fewer), with {_num(best.get('sram_memory_used')):.1f} "
+                       f"KiB of SRAM for tensors{weights}.")
+    else:
+        alternative = " Try Sram_Only if the weights fit in SRAM, or a dedicated-SRAM mode with a larger arena cache."
+    return [Advice(
+        f"{100 * cycles / total:.0f} % of the time waits for {memory}",
+        f"{int(cycles):,} of {int(total):,} cycles are {memory} accesses (weights stream from "
+        f"{figures.get('weights_storage_area', memory)}).{alternative}")]
+
+
+def accuracy_loss(verified: dict | None) -> list[Advice]:
+    if not verified:
+        return []
+    metrics, worst = verified.get("metrics", {}), verified.get("worst_layers") or []
+    drop = None
+    if metrics.get("top1_float") is not None and metrics.get("top1_npu") is not None:
+        drop = metrics["top1_float"] - metrics["top1_npu"]
+    if not verified.get("flags") and (drop is None or drop < 0.01):
+        return []
+    where = (f" It is lost most at {worst[0]['layer']}: the SNR against float falls by {worst[0]['snr_drop_db']} dB there "
+             f"(to {worst[0]['snr_db']} dB)." if worst else "")
+    what = f"top-1 {100 * metrics['top1_float']:.1f} % float → {100 * metrics['top1_npu']:.1f} % on the NPU path. " if drop is not None else ""
+    return [Advice("Quantization costs accuracy", what + "; ".join(verified.get("flags", [])) + "." + where)]
+
+
+def board_fit(rows: list[dict]) -> list[Advice]:
+    """Rows of one cell on its boards (summary rows with a fit verdict)."""
+    return [Advice(f"Does not fit {r['board']}", r["fit"].removeprefix("does not fit: ") + ".")
+            for r in rows if r.get("fit", "").startswith("does not fit")]
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0

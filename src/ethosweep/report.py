@@ -1,0 +1,435 @@
+"""The report: plots, per-cell detail with advice, and one self-contained HTML page.
+
+Plots are matplotlib SVGs, inlined in results/report/index.html: the page needs no server,
+no JavaScript library and no network (nothing can be fetched here, and a report should open
+anywhere), the figures stay sharp at any zoom, and the same SVGs are Snakemake report items.
+Figures are written deterministically (fixed SVG ids, no dates), so unchanged inputs give
+unchanged files.
+
+Every number is labelled by its source: cycles, times and memory are Vela's compiler estimates;
+accuracy comes from the verify stage (TOSA reference model); fit from the board profiles.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from ethosweep import advice as adv
+from ethosweep.boards import board_from_params, fit
+from ethosweep.io import atomic_write_text, read_json
+from ethosweep.provenance import tool_versions
+
+PLOTS = ("cycles", "fit", "roofline", "pareto")
+CAPTIONS = {
+    "cycles": "Inference time per cell, in milliseconds at the system config's clock (Vela's compiler estimate). "
+              "Read across a row to pick a target and memory mode for a model; darker is slower (log scale).",
+    "fit": "Fit on each board: the fullest memory region as a share of its size (.pte, Vela's memory use and the "
+           "runner's planned buffers placed as the board's runner places them). Red cells do not fit.",
+    "roofline": "NPU utilisation: achieved MACs per cycle against MACs per byte of memory traffic (Vela). The dashed "
+                "lines are each accelerator's peak; a cell far below its line is limited by memory or by layers "
+                "that use the MAC array poorly.",
+    "pareto": "Per model: latency against memory (SRAM + flash/DRAM, Vela), coloured by top-1 accuracy on the NPU "
+              "path where the model has labelled data. Circled cells are Pareto-optimal: nothing else is both "
+              "faster and smaller.",
+}
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+
+def read_rows(summary: str | Path) -> list[dict]:
+    with open(summary, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def unique_cells(rows: list[dict]) -> list[dict]:
+    """One row per compiled cell (a cell on several boards has a row per board)."""
+    seen, cells = set(), []
+    for row in rows:
+        key = _cell_id(row)
+        if key not in seen:
+            seen.add(key)
+            cells.append(row)
+    return cells
+
+
+def _cell_id(row: dict) -> str:
+    return "/".join(row[k] for k in ("model", "quantization", "target", "system_config", "memory_mode"))
+
+
+def _num(value, default=math.nan) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+# ---- plots --------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "ethosweep", "font.size": 9, "axes.titlesize": 10,
+                         "figure.dpi": 100, "svg.fonttype": "none"})
+    return plt
+
+
+def _svg(fig) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "ethosweep"})
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def plot_cycles(rows: list[dict]) -> str:
+    plt = _pyplot()
+    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    models = list(dict.fromkeys(r["model"] for r in cells))
+    columns = list(dict.fromkeys((r["target"], r["memory_mode"]) for r in cells))
+    grid = [[math.nan] * len(columns) for _ in models]
+    for r in cells:
+        grid[models.index(r["model"])][columns.index((r["target"], r["memory_mode"]))] = max(_num(r["vela_inference_ms"]), 1e-4)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.95 * len(columns), 0.9 + 0.42 * len(models)))
+    import numpy as np
+
+    data = np.ma.masked_invalid(np.array(grid, dtype=float))
+    from matplotlib.colors import LogNorm
+
+    image = ax.imshow(data, cmap="YlOrRd", norm=LogNorm(vmin=max(data.min(), 1e-4), vmax=max(data.max(), 1e-3)), aspect="auto")
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if not math.isnan(value):
+                ax.text(j, i, _ms(value), ha="center", va="center", fontsize=7,
+                        color="white" if value > math.sqrt(data.max() * max(data.min(), 1e-4)) * 4 else "black")
+    ax.set_xticks(range(len(columns)), [f"{t}\n{m}" for t, m in columns], rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(models)), models)
+    ax.set_title("Inference time (ms, Vela estimate at the system config's clock)")
+    fig.colorbar(image, ax=ax, label="ms (log)", shrink=0.8)
+    return _svg(fig)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value >= 0.001 else "<0.001"
+
+
+def plot_fit(rows: list[dict], boards: dict[str, dict]) -> str:
+    plt = _pyplot()
+    cells = [r for r in rows if r.get("board") and r["status"] == "ok" and r.get("fit")]
+    fig_height = 0.9 + 0.42 * max(1, len({r["model"] for r in cells}))
+    if not cells:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No boards in the config (`boards:`): nothing to fit.", ha="center", va="center")
+        return _svg(fig)
+    models = list(dict.fromkeys(r["model"] for r in cells))
+    columns = list(dict.fromkeys((r["board"], r["memory_mode"]) for r in cells))
+    import numpy as np
+
+    grid = np.full((len(models), len(columns)), np.nan)
+    labels = {}
+    for r in cells:
+        sizes = boards[r["board"]]["sizes_kib"]
+        shares = {region: (sizes[region] - _num(r.get(f"fit_{region}_margin_kib"))) / sizes[region]
+                  for region in ("sram", "flash", "dram") if sizes[region] and r.get(f"fit_{region}_margin_kib") not in ("", None)}
+        if not shares:
+            continue
+        region, share = max(shares.items(), key=lambda kv: kv[1])
+        i, j = models.index(r["model"]), columns.index((r["board"], r["memory_mode"]))
+        grid[i, j] = share
+        labels[i, j] = f"{region.upper()}\n{100 * share:.0f}%"
+    from matplotlib.colors import ListedColormap, BoundaryNorm
+
+    cmap = ListedColormap(["#4caf50", "#ffc107", "#e53935"])
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(columns), fig_height))
+    ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, norm=BoundaryNorm([0, 0.8, 1.0, 1e9], 3), aspect="auto")
+    for (i, j), text in labels.items():
+        ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(columns)), [f"{b}\n{m}" for b, m in columns], rotation=30, ha="right", fontsize=7)
+    ax.set_yticks(range(len(models)), models)
+    ax.set_title("Fullest memory region on each board (green < 80 %, amber < 100 %, red: does not fit)")
+    return _svg(fig)
+
+
+def plot_roofline(rows: list[dict]) -> str:
+    plt = _pyplot()
+    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and _num(r.get("vela_macs"), 0) > 0
+             and _num(r.get("vela_cycles_total"), 0) > 0]
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    targets = sorted({r["target"] for r in cells}, key=lambda t: (t.split("-")[1], int(t.split("-")[-1])))
+    markers = {"Shared_Sram": "o", "Sram_Only": "s"}
+    colors = {t: c for t, c in zip(targets, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3)}
+    for r in cells:
+        traffic = _num(r.get("vela_traffic_kib"), 0) * 1024
+        if traffic <= 0:
+            continue
+        x = _num(r["vela_macs"]) / traffic
+        y = _num(r["vela_macs"]) / _num(r["vela_cycles_total"])
+        ax.scatter(x, y, color=colors[r["target"]], marker=markers.get(r["memory_mode"], "^"), s=28, alpha=0.85,
+                   edgecolors="black", linewidths=0.3)
+    for t in targets:
+        peak = int(t.rsplit("-", 1)[-1])
+        ax.axhline(peak, color=colors[t], linestyle="--", linewidth=1)
+        ax.text(0.02, peak, f" {t} peak {peak}", color=colors[t], fontsize=7, va="bottom",
+                transform=ax.get_yaxis_transform())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("MACs per byte of memory traffic (Vela)")
+    ax.set_ylabel("achieved MACs per cycle (Vela)")
+    ax.set_title("Where each cell sits under its accelerator's peak")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[t], marker="o", linestyle="", label=t) for t in targets]
+    handles += [Line2D([], [], color="grey", marker=m, linestyle="", label=mode) for mode, m in markers.items()]
+    handles += [Line2D([], [], color="grey", marker="^", linestyle="", label="dedicated SRAM modes")]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    return _svg(fig)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both coordinates (lower is better)."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        if not any((a <= x and b <= y) and (a < x or b < y) for j, (a, b) in enumerate(points) if j != i):
+            front.append(i)
+    return front
+
+
+def plot_pareto(rows: list[dict]) -> str:
+    plt = _pyplot()
+    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    models = list(dict.fromkeys(r["model"] for r in cells))
+    columns = 3
+    rows_n = max(1, math.ceil(len(models) / columns))
+    fig, axes = plt.subplots(rows_n, columns, figsize=(11, 3.0 * rows_n), squeeze=False)
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    for ax, model in zip(axes.flat, models):
+        mine = [r for r in cells if r["model"] == model]
+        points = [(max(_num(r["vela_inference_ms"]), 1e-5), _memory_kib(r)) for r in mine]
+        accuracy = [_num(r.get("top1_npu")) for r in mine]
+        has_accuracy = not all(math.isnan(a) for a in accuracy)
+        scatter = ax.scatter([p[0] for p in points], [p[1] for p in points],
+                             c=accuracy if has_accuracy else "grey", cmap="viridis", s=30, vmin=0.0, vmax=1.0)
+        for i in pareto_front(points):
+            ax.scatter(*points[i], s=110, facecolors="none", edgecolors="black", linewidths=1)
+            ax.annotate(f"{mine[i]['target'].removeprefix('ethos-')}\n{mine[i]['memory_mode']}", points[i], fontsize=6,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xscale("log")
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())  # log minor labels collide on narrow ranges
+        ax.set_title(model)
+        ax.set_xlabel("ms (Vela)")
+        ax.set_ylabel("KiB (SRAM + flash/DRAM)")
+        if has_accuracy:
+            fig.colorbar(scatter, ax=ax, label="top-1 (NPU path)")
+    fig.suptitle("Latency against memory per model (circled: Pareto-optimal)")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _memory_kib(row: dict) -> float:
+    return sum(_num(row.get(k), 0.0) for k in ("vela_sram_kib", "vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib"))
+
+
+def write_plots(summary: str, boards: dict[str, dict], outputs: dict[str, str]) -> None:
+    rows = read_rows(summary)
+    drawn = {"cycles": lambda: plot_cycles(rows), "fit": lambda: plot_fit(rows, boards),
+             "roofline": lambda: plot_roofline(rows), "pareto": lambda: plot_pareto(rows)}
+    for name, path in outputs.items():
+        atomic_write_text(path, drawn[name]())
+
+
+# ---- per-cell detail ------------------------------------------------------------------------
+
+
+TOP_LAYER_COLUMNS = ("partition", "Original Operator", "Name", "Op Cycles", "NPU", "SRAM AC", "DRAM AC", "OffFlash AC",
+                     "MAC Count", "Util% (MAC)")
+
+
+def cell_detail(cell: dict, per_layer: str, vela_summary: str, delegation: str, lower_meta: str, verify_report: str,
+                siblings: dict[str, str], top: int = 5) -> dict:
+    """Everything the report shows about one cell, as data: top layers, CPU operators, advice."""
+    with open(per_layer, newline="") as f:
+        layers = list(csv.DictReader(f))
+    figures = read_json(vela_summary)["cell"]
+    table, lowered, verified = read_json(delegation), read_json(lower_meta), read_json(verify_report)
+    sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
+    fits = [{"board": b["name"], "fit": fit(board_from_params(b), cell["memory_mode"], lowered["pte_bytes"], figures,
+                                            lowered["planned_buffer_bytes"]).verdict} for b in cell.get("boards", [])]
+    advice = [
+        *adv.cpu_operators(table),
+        *adv.memory_bound_layers(layers),
+        *adv.weight_streaming(cell, figures, sibling_figures),
+        *adv.accuracy_loss(verified),
+        *adv.board_fit(fits),
+    ]
+    top_layers = sorted(layers, key=lambda l: -_num(l.get("Op Cycles"), 0))[:top]
+    return {
+        "cell": cell,
+        "figures": {k: figures.get(k) for k in ("cycles_total", "cycles_npu", "inference_time_ms", "nn_macs",
+                                                  "sram_memory_used", "mac_utilisation")},
+        "top_layers": [{k: layer.get(k, "") for k in TOP_LAYER_COLUMNS} for layer in top_layers],
+        "cpu_operators": table.get("cpu_operators", {}),
+        "cpu_reasons": table.get("cpu_reasons", {}),
+        "fits": fits,
+        "numerics": {"metrics": verified["metrics"], "flags": verified["flags"], "worst_layers": verified.get("worst_layers", [])},
+        "advice": [a.as_dict() for a in advice],
+    }
+
+
+def render_cell(detail: dict) -> str:
+    cell, figures = detail["cell"], detail["figures"]
+    title = f"{cell['model']} · {cell['quant']} · {cell['target']} · {cell['system_config']} · {cell['memory_mode']}"
+    parts = [f'<section class="cell" id="{_anchor(cell)}"><h4>{_e(title)}</h4>',
+             f"<p class=\"figures\">Vela: {int(figures['cycles_total'] or 0):,} cycles ({int(figures['cycles_npu'] or 0):,} NPU), "
+             f"{_num(figures['inference_time_ms']):.3f} ms, {int(figures['nn_macs'] or 0):,} MACs, "
+             f"{_num(figures['sram_memory_used']):.1f} KiB SRAM, MAC utilisation "
+             f"{100 * _num(figures['mac_utilisation'], 0):.1f} %.</p>"]
+    if detail["advice"]:
+        parts.append("<ul class=\"advice\">" + "".join(
+            f"<li><b>{_e(a['title'])}</b> — {_e(a['detail'])}</li>" for a in detail["advice"]) + "</ul>")
+    else:
+        parts.append("<p class=\"advice-none\">No advice: every operator is on the NPU, no top layer is memory-bound, "
+                     "and the numerics pass.</p>")
+    if detail["top_layers"]:
+        parts.append("<table class=\"layers\"><caption>Top layers by cycles (Vela per-layer estimate)</caption><tr>"
+                     + "".join(f"<th>{_e(c)}</th>" for c in TOP_LAYER_COLUMNS) + "</tr>")
+        for layer in detail["top_layers"]:
+            parts.append("<tr>" + "".join(f"<td>{_e(_fmt(layer[c]))}</td>" for c in TOP_LAYER_COLUMNS) + "</tr>")
+        parts.append("</table>")
+    numerics = detail["numerics"]["metrics"]
+    if numerics:
+        shown = {k: v for k, v in numerics.items() if k in ("top1_float", "top1_quantized", "top1_npu",
+                                                              "agreement_npu_vs_float", "max_error_steps", "snr_db_npu_vs_float")
+                 and v is not None}
+        parts.append("<p class=\"numerics\">Numerics (verify stage, TOSA reference model): "
+                     + ", ".join(f"{_e(k)} {_fmt(v)}" for k, v in shown.items()) + "</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _fmt(value) -> str:
+    number = _num(value)
+    if math.isnan(number):
+        return str(value)
+    if number.is_integer() and abs(number) >= 1000:
+        return f"{int(number):,}"
+    return f"{number:.4g}"
+
+
+def _anchor(cell: dict) -> str:
+    return "cell-" + "-".join(cell[k] for k in ("model", "quant", "target", "system_config", "memory_mode"))
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def write_cell_report(cell: dict, per_layer: str, vela_summary: str, delegation: str, lower_meta: str,
+                      verify_report: str, siblings: dict[str, str], fragment: str) -> dict:
+    detail = cell_detail(cell, per_layer, vela_summary, delegation, lower_meta, verify_report, siblings)
+    atomic_write_text(fragment, render_cell(detail))
+    return detail
+
+
+# ---- the page -------------------------------------------------------------------------------
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+h1{margin-bottom:.2rem} .sub{color:#555;margin-top:0}
+table{border-collapse:collapse;font-size:12px;margin:.5rem 0} th,td{border:1px solid #ddd;padding:3px 6px;text-align:right}
+th{background:#f3f3f3;position:sticky;top:0} td.l,th.l{text-align:left}
+tr.failed td{background:#fde2e1} tr.flagged td.numerics{background:#fff3cd} td.nofit{background:#fde2e1}
+figure{margin:1.5rem 0} figcaption{color:#444;font-size:13px;max-width:900px}
+section.cell{border-top:1px solid #eee;padding:.3rem 0} ul.advice li{margin:.2rem 0}
+details>summary{cursor:pointer;font-weight:600;margin:.4rem 0} .note{background:#f6f8fa;padding:.6rem .8rem;border-radius:4px;font-size:13px}
+"""
+
+TABLE_COLUMNS = (
+    ("model", "model"), ("quantization", "q"), ("target", "target"), ("memory_mode", "memory mode"), ("board", "board"),
+    ("status", "status"), ("delegation", "delegation"), ("vela_cycles_total", "Vela cycles"), ("vela_inference_ms", "ms"),
+    ("vela_sram_kib", "SRAM KiB"), ("pte_bytes", ".pte bytes"), ("fit", "fit"), ("top1_float", "top-1 float"),
+    ("top1_npu", "top-1 NPU"), ("max_error_steps", "NPU vs quant (steps)"), ("numerics", "numerics"),
+)
+
+
+def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[dict, str]], sweep_text: str) -> str:
+    versions = tool_versions()
+    failed = [r for r in rows if r["status"] != "ok"]
+    nofit = [r for r in rows if r.get("fit", "").startswith("does not fit")]
+    flagged = [r for r in rows if r.get("numerics") in ("flagged", "unverified")]
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ethosweep report</title>",
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>ethosweep report</h1>",
+        f"<p class=\"sub\">{_e(sweep_text)}</p>",
+        "<p class=\"note\">Cycles, times and memory are <b>Vela's compiler estimates</b> (its performance model, "
+        "not measurements). Accuracy and error columns come from the verify stage: float PyTorch, quantized PyTorch, "
+        "and the TOSA reference model (what the NPU computes). Fit comes from the board profiles. Tools: "
+        + ", ".join(f"{_e(k)} {_e(v)}" for k, v in versions.items()) + ".</p>",
+        f"<p><b>{len(unique_cells(rows)) - len(unique_cells(failed))} of {len(unique_cells(rows))} cells compiled</b>; "
+        f"{len(nofit)} board placements do not fit; {len(unique_cells(flagged))} cells have numerics flagged.</p>",
+        "<h2>At a glance</h2>",
+        _summary_table(rows),
+        "<h2>Plots</h2>",
+    ]
+    for name in PLOTS:
+        parts.append(f"<figure id=\"plot-{name}\">{_strip_xml_header(plots[name])}"
+                     f"<figcaption>{_e(CAPTIONS[name])}</figcaption></figure>")
+    parts.append("<h2>Cells</h2><p>Per cell: Vela's top layers, what stayed on the CPU, and advice derived from the numbers.</p>")
+    by_model = defaultdict(list)
+    for cell, fragment in fragments:
+        by_model[cell["model"]].append(fragment)
+    for model, items in by_model.items():
+        parts.append(f"<details><summary>{_e(model)} ({len(items)} cells)</summary>" + "\n".join(items) + "</details>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _summary_table(rows: list[dict]) -> str:
+    out = ["<table class=\"summary\"><tr>" + "".join(
+        f"<th class=\"{'l' if i < 6 else ''}\">{_e(label)}</th>" for i, (_, label) in enumerate(TABLE_COLUMNS)) + "</tr>"]
+    for r in rows:
+        classes = "failed" if r["status"] != "ok" else ("flagged" if r.get("numerics") == "flagged" else "")
+        cells = []
+        for i, (key, _) in enumerate(TABLE_COLUMNS):
+            value = r.get(key, "")
+            css = "l" if i < 6 else ""
+            if key == "fit" and value.startswith("does not fit"):
+                css += " nofit"
+            if key == "numerics":
+                css += " numerics"
+            if key == "status" and r["status"] != "ok":
+                value = f"{value}: {r.get('reason', '')}"
+            elif key in ("top1_float", "top1_npu") and value not in ("", None):
+                value = f"{100 * _num(value):.1f}%"
+            elif key not in ("fit", "status") and value not in ("", None):
+                value = _fmt(value)
+            cells.append(f"<td class=\"{css.strip()}\">{_e(value)}</td>")
+        out.append(f"<tr class=\"{classes}\">" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _strip_xml_header(svg: str) -> str:
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def write_index(summary: str, plots: dict[str, str], cells: list[dict], fragments: list[str], sweep_text: str,
+                index: str) -> None:
+    rows = read_rows(summary)
+    svgs = {name: Path(path).read_text() for name, path in plots.items()}
+    pairs = [(cell, Path(fragment).read_text()) for cell, fragment in zip(cells, fragments, strict=True)]
+    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text))

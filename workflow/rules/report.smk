@@ -1,0 +1,83 @@
+# The report: a detail page per cell, four plots, and one self-contained HTML page. Each is
+# rebuilt only when its own inputs change (a cell's detail from that cell's files).
+rule report_cell:
+    input:
+        per_layer=f"results/vela/{CELL}/per_layer.csv",
+        vela_summary=f"results/vela/{CELL}/summary.json",
+        delegation=f"results/lower/{CELL}/delegation.json",
+        lower_meta=f"results/lower/{CELL}/lower.json",
+        verify_report=verify_report_of_cell,
+        siblings=sibling_vela_summaries,
+    output:
+        fragment=report(
+            f"results/report/cells/{CELL}.html",
+            caption="../report/cell.rst",
+            category="Cells",
+            subcategory="{model}",
+            labels={
+                "model": "{model}",
+                "quantization": "{quant}",
+                "target": "{target}",
+                "memory mode": "{memory_mode}",
+            },
+        ),
+    log:
+        f"logs/report/cells/{CELL}.log",
+    benchmark:
+        f"benchmarks/report/cells/{CELL}.tsv"
+    params:
+        cell=cell_params,
+        sibling_modes=sibling_memory_modes,
+        code=code_version("ethosweep.report"),
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/report_cell.py"
+
+
+rule report_plots:
+    input:
+        summary=SUMMARY,
+    output:
+        cycles=report("results/report/cycles.svg", caption="../report/cycles.rst", category="Overview", labels={"figure": "inference time"}),
+        fit=report("results/report/fit.svg", caption="../report/fit.rst", category="Overview", labels={"figure": "board fit"}),
+        roofline=report("results/report/roofline.svg", caption="../report/roofline.rst", category="Overview", labels={"figure": "NPU utilisation"}),
+        pareto=report("results/report/pareto.svg", caption="../report/pareto.rst", category="Overview", labels={"figure": "Pareto"}),
+    log:
+        "logs/report/plots.log",
+    benchmark:
+        "benchmarks/report/plots.tsv"
+    params:
+        boards={name: board.as_params() for name, board in SWEEP.boards.items()},
+        code=code_version("ethosweep.report"),
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/report_plots.py"
+
+
+rule report_index:
+    input:
+        summary=SUMMARY,
+        cycles="results/report/cycles.svg",
+        fit="results/report/fit.svg",
+        roofline="results/report/roofline.svg",
+        pareto="results/report/pareto.svg",
+        fragments=cell_paths(f"results/report/cells/{CELL}.html"),
+    output:
+        index=report("results/report/index.html", caption="../report/index.rst", category="Overview", labels={"figure": "the whole report"}),
+    log:
+        "logs/report/index.log",
+    benchmark:
+        "benchmarks/report/index.tsv"
+    params:
+        cells=[cell_record(c) for c in SWEEP.cells],
+        sweep=SWEEP.describe().removeprefix("ethosweep: "),
+        code=code_version("ethosweep.report"),
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/report_index.py"

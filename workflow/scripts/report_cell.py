@@ -1,0 +1,14 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.report:write_cell_report",
+    cell=snakemake.params.cell,
+    per_layer=snakemake.input.per_layer,
+    vela_summary=snakemake.input.vela_summary,
+    delegation=snakemake.input.delegation,
+    lower_meta=snakemake.input.lower_meta,
+    verify_report=snakemake.input.verify_report,
+    siblings=dict(zip(snakemake.params.sibling_modes, snakemake.input.siblings, strict=True)),
+    fragment=snakemake.output.fragment,
+)

@@ -1,0 +1,12 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.report:write_index",
+    summary=snakemake.input.summary,
+    plots={name: snakemake.input[name] for name in ("cycles", "fit", "roofline", "pareto")},
+    cells=snakemake.params.cells,
+    fragments=list(snakemake.input.fragments),
+    sweep_text=snakemake.params.sweep,
+    index=snakemake.output.index,
+)
