@@ -11,6 +11,9 @@ rule write_header:
     params:
         symbol=header_symbol,
         code=code_version("ethosweep.header"),
+    # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
+    group:
+        "cell"
     threads: 1
     resources:
         mem_mb=500,

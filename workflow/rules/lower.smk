@@ -14,6 +14,9 @@ rule lower_to_pte:
     params:
         vela=cell_vela_options,
         code=code_version("ethosweep.lower"),
+    # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
+    group:
+        "cell"
     threads: 1
     resources:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident

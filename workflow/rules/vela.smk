@@ -14,6 +14,9 @@ rule run_vela:
     params:
         vela=cell_vela_options,
         code=code_version("ethosweep.vela"),
+    # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
+    group:
+        "cell"
     threads: 1
     resources:
         mem_mb=500,

@@ -46,6 +46,8 @@ rule bundle_program:
         f"benchmarks/bundle/{CELL}.tsv"
     params:
         code=code_version("ethosweep.bundle"),
+    group:
+        "cell"
     threads: 1
     resources:
         mem_mb=1000,
