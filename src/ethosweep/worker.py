@@ -22,7 +22,10 @@ Why it is safe:
 - Single-threaded accept loop, fork per connection: no locks held by other
   threads at fork time. Only the client's user can reach the socket (0700 dir).
 
-Set ETHOSWEEP_WORKER=0 to run every job in its own process instead.
+Set ETHOSWEEP_WORKER=0 to run every job in its own process instead. Inside a cluster
+job (SLURM_JOB_ID set) the worker is off unless ETHOSWEEP_WORKER=1 is set explicitly:
+a server started there would outlive the job's allocation on clusters that do not track
+processes by cgroup, and most cluster jobs run a single stage anyway.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ _FINGERPRINT_DISTS = ("torch", "torchvision", "torchao", "executorch", "ethos-u-
 
 
 def enabled() -> bool:
-    return os.environ.get("ETHOSWEEP_WORKER", "1") not in ("0", "false", "no", "off")
+    default = "0" if os.environ.get("SLURM_JOB_ID") else "1"
+    return os.environ.get("ETHOSWEEP_WORKER", default) not in ("0", "false", "no", "off")
 
 
 def fingerprint() -> str:
