@@ -1,0 +1,86 @@
+"""The workflow on a real SLURM cluster (single node, started by the test) through
+snakemake-executor-plugin-slurm and the repository's SLURM profile, against a local run.
+
+Needs Debian's slurm-wlm and munge and root (slurmd starts jobs as their user); `.ci/run`
+installs the packages. Run it alone with `uv run pytest -m slurm`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, make_workdir, snakemake
+from slurm_cluster import start_cluster, unavailable_reason
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(bool(unavailable_reason()), reason=str(unavailable_reason())),
+]
+
+# Two models on one target: export, quantize and verify per model, and one grouped
+# cluster job for the cells' short chains (lower -> vela -> header).
+CONFIG = {
+    "models": [
+        {"name": "mnist", "file": "models/mnist.py"},
+        {"name": "add", "import": "executorch.examples.models.toy_model:AddModule",
+         "inputs": [{"shape": [1]}, {"shape": [1]}]},
+    ],
+    "targets": ["ethos-u55-128"],
+    "memory_modes": ["Shared_Sram"],
+}
+CELLS = [f"{model}/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram" for model in ("mnist", "add")]
+# What a job computes; the same on any machine (Snakemake's logs and timings are not compared).
+COMPARED = [f"results/{stage}/{cell}/{name}" for cell in CELLS for stage, name in (
+    ("lower", "model.pte"), ("lower", "lower.json"), ("vela", "summary.json"), ("header", "model_pte.h"))]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = start_cluster(tmp_path_factory.mktemp("slurm"))
+    yield started
+    started.stop()
+
+
+def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
+    """The README's cluster command, plus what this test cluster needs: it has 2 CPUs per
+    node, no accounting database (so job states come from squeue), and fast polling."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+               "--directory", str(workdir), "--profile", str(REPO / "workflow/profiles/slurm"),
+               "--cores", str(os.cpu_count()), "--slurm-status-command", "squeue",
+               "--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5",
+               "--slurm-keep-successful-logs"]
+    return subprocess.run(command, capture_output=True, text=True, env=cluster.env, cwd=workdir, timeout=1800)
+
+
+def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
+    on_slurm = make_workdir(tmp_path / "slurm", CONFIG)
+    proc = slurm_run(on_slurm, cluster)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+
+    # Every compute job went through SLURM and completed there, in this working directory.
+    submitted = [int(job) for job in re.findall(r"submitted with SLURM jobid (\d+)", output)]
+    records = {int(r["JobId"]): r for r in cluster.completed_jobs() if r.get("WorkDir") == str(on_slurm)}
+    assert submitted and set(submitted) <= set(records), (submitted, sorted(records))
+    assert {records[job]["JobState"] for job in submitted} == {"COMPLETED"}
+    # export + quantize + verify per model (6) and the grouped cell chains (1 job for 2 cells)
+    assert len(submitted) == 7, output[-4000:]
+    group_logs = list((on_slurm / ".snakemake/slurm_logs").glob("group_cell_*/*.log"))
+    assert len(group_logs) == 1
+    group_log = group_logs[0].read_text()
+    for rule in ("lower_to_pte", "run_vela", "write_header"):
+        assert f"rule {rule}:" in group_log
+
+    # The same config run locally produces the same bytes.
+    local = make_workdir(tmp_path / "local", CONFIG)
+    snakemake(local)
+    for relative in COMPARED:
+        assert (on_slurm / relative).read_bytes() == (local / relative).read_bytes(), relative
+    cycles = [line for line in (on_slurm / "results/summary.csv").read_text().splitlines() if "mnist" in line]
+    assert cycles == [line for line in (local / "results/summary.csv").read_text().splitlines() if "mnist" in line]
