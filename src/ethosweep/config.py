@@ -145,7 +145,8 @@ class Sweep:
         text = f"ethosweep: {len(self.cells)} cells (" + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims) + ")"
         if self.skipped:
             reasons = sorted({r for _, r in self.skipped})
-            text += f"; left out {len(self.skipped)} combinations Vela does not accept: " + "; ".join(reasons)
+            n = len(self.skipped)
+            text += f"; left out {n} combination{'s' if n != 1 else ''} Vela does not accept: " + "; ".join(reasons)
         return text
 
 
