@@ -23,8 +23,8 @@ pytestmark = [
     pytest.mark.skipif(bool(unavailable_reason()), reason=str(unavailable_reason())),
 ]
 
-# Two models on one target: export, quantize and verify per model, and one grouped
-# cluster job for the cells' short chains (lower -> vela -> header).
+# Two models on one target: export, quantize and verify per model, one grouped cluster job
+# for the cells' short chains (lower -> vela -> header), and the runner plan.
 CONFIG = {
     "models": [
         {"name": "mnist", "file": "models/mnist.py"},
@@ -69,8 +69,9 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
     records = {int(r["JobId"]): r for r in cluster.completed_jobs() if r.get("WorkDir") == str(on_slurm)}
     assert submitted and set(submitted) <= set(records), (submitted, sorted(records))
     assert {records[job]["JobState"] for job in submitted} == {"COMPLETED"}
-    # export + quantize + verify per model (6) and the grouped cell chains (1 job for 2 cells)
-    assert len(submitted) == 7, output[-4000:]
+    # export + quantize + verify per model (6), the grouped cell chains (1 job for 2 cells)
+    # and the configuration's firmware plan (1)
+    assert len(submitted) == 8, output[-4000:]
     group_logs = list((on_slurm / ".snakemake/slurm_logs").glob("group_cell_*/*.log"))
     assert len(group_logs) == 1
     group_log = group_logs[0].read_text()

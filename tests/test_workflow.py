@@ -87,8 +87,10 @@ def test_a_second_run_has_nothing_to_do(tiny_sweep):
 def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
     # New cells only: verification is per TOSA profile, and these profiles are verified already.
-    # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with
+    # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with;
+    # firmware: a runner plan for each new (target, system config, Sram_Only)
     assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "bundle_program": 4,
+                                        "plan_firmware": 2,
                                         "report_cell": 8, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
 
@@ -100,6 +102,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
     assert planned_jobs(sweep_copy) == {
         "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
         "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
+        "plan_firmware": 2,
         "report_plots": 1, "report_index": 1, "summarize_sweep": 1, "all": 1,
     }
 
@@ -107,7 +110,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
     assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "bundle_program": 2,
-                                        "report_cell": 2, "report_plots": 1, "report_index": 1,
+                                        "plan_firmware": 1, "report_cell": 2, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
     snakemake(sweep_copy)
     table = rows(sweep_copy)

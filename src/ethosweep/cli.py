@@ -1,7 +1,11 @@
-"""The `ethosweep` command: `ethosweep compare A/summary.csv B/summary.csv`.
+"""The `ethosweep` command.
 
-Compares two runs cell by cell: what changed in cycles, time, memory, size and accuracy, and
-which tool versions differ; the tool for "did upgrading Vela/ExecuTorch change anything?".
+`ethosweep compare A/summary.csv B/summary.csv` compares two runs cell by cell: what changed in
+cycles, time, memory, size and accuracy, and which tool versions differ; the tool for "did
+upgrading Vela/ExecuTorch change anything?".
+
+`ethosweep check-sdk [config.yaml]` says which parts the firmware and FVP stages find (the
+config's `sdk` section, PATH), and how to get the others.
 """
 
 from __future__ import annotations
@@ -78,10 +82,28 @@ def main(argv: list[str] | None = None) -> int:
     cmp_parser = commands.add_parser("compare", help="per-cell deltas between two results/summary.csv files")
     cmp_parser.add_argument("a", help="the reference summary.csv")
     cmp_parser.add_argument("b", help="the summary.csv to compare with it")
+    sdk_parser = commands.add_parser("check-sdk", help="what the firmware and FVP stages find, and how to get the rest")
+    sdk_parser.add_argument("config", nargs="?", default="config/config.yaml", help="the workflow's config")
     args = parser.parse_args(argv)
+    if args.command == "check-sdk":
+        return check_sdk(args.config)
     result = compare(read_summary_csv(args.a), read_summary_csv(args.b))
     print(format_comparison(result, args.a, args.b))
     return 0
+
+
+def check_sdk(config_path: str) -> int:
+    """Print the SDK table; exit 1 when firmware cannot be built."""
+    from pathlib import Path
+
+    import yaml
+
+    from ethosweep.sdk import format_status, probe
+
+    config = yaml.safe_load(Path(config_path).read_text()) or {}
+    status = probe(config.get("sdk"))
+    print(format_status(status))
+    return 0 if status.firmware_ready() else 1
 
 
 if __name__ == "__main__":

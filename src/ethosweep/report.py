@@ -24,6 +24,7 @@ from ethosweep import advice as adv
 from ethosweep.boards import board_from_params, fit
 from ethosweep.io import atomic_write_text, read_json
 from ethosweep.provenance import tool_versions
+from ethosweep.summary import firmware_footer
 
 PLOTS = ("cycles", "fit", "roofline", "pareto")
 CAPTIONS = {
@@ -380,6 +381,7 @@ def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[
         + ", ".join(f"{_e(k)} {_e(v)}" for k, v in versions.items()) + ".</p>",
         f"<p><b>{len(unique_cells(rows)) - len(unique_cells(failed))} of {len(unique_cells(rows))} cells compiled</b>; "
         f"{len(nofit)} board placements do not fit; {len(unique_cells(flagged))} cells have numerics flagged.</p>",
+        *[f"<p class=\"note firmware\">{_e(line)}</p>" for line in firmware_footer(rows)],
         "<h2>At a glance</h2>",
         _summary_table(rows),
         "<h2>Plots</h2>",

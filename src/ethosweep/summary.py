@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -60,6 +61,13 @@ COLUMNS = KEY_COLUMNS + [
     "cosine_npu_vs_float",
     "snr_db_npu_vs_float",
     "worst_layer",
+    "firmware",
+    "runner_method_pool_kib",
+    "runner_scratch_pool_kib",
+    "fvp_run",
+    "fvp_npu_cycles",
+    "fvp_cpu_cycles",
+    "fvp_bundleio",
     "header",
     "pte",
     "optimise",
@@ -273,7 +281,26 @@ def format_table(rows: list[dict]) -> str:
         if r.get("numerics") in ("flagged", "unverified"):
             out.append(f"  numerics {r['numerics']}: {r['model']} [{r['quantization']}] {r['target']} / "
                        f"{r['memory_mode']}: {r.get('numerics_flags', '')}")
+    out += firmware_footer(rows)
     return "\n".join(out)
+
+
+def firmware_footer(rows: list[dict]) -> list[str]:
+    """The firmware/FVP state in a line each (the same reasons repeat for every cell; the CSV's
+    firmware and fvp_run columns have them in full)."""
+    lines = []
+    missing_firmware = {part.split(":")[0] for r in rows if r.get("firmware", "").startswith("not configured: ")
+                        for part in r["firmware"].removeprefix("not configured: ").split("; ")}
+    if missing_firmware:
+        lines.append(f"firmware: not configured, missing {', '.join(sorted(missing_firmware))} "
+                     "(README 'Firmware and FVP')")
+    missing_fvp = sorted({m.group(1) for r in rows for m in [re.search(r"(FVP_\S+) not found", r.get("fvp_run", ""))] if m})
+    if missing_fvp:
+        lines.append(f"FVP runs: none, {', '.join(missing_fvp)} not found (Arm downloads)")
+    ran = [r for r in rows if r.get("fvp_run") == "ok"]
+    if ran:
+        lines.append(f"{len(ran)} cell(s) ran on an FVP: fvp_ cycles are simulated (NPU cycle-accurate, CPU not).")
+    return lines
 
 
 def _fit_cell(row: dict) -> str:
@@ -304,6 +331,25 @@ def _num(value) -> float:
         return 0.0
 
 
+def firmware_columns(plan: dict, run: dict | None) -> dict:
+    """What the firmware and FVP stages say about a cell: one line each when they could not
+    run (what is missing), the runner's pools, and the FVP's simulated numbers when they ran."""
+    columns = {
+        "firmware": plan["firmware"] if plan["firmware"] != "ready" else "built",
+        "runner_method_pool_kib": round(plan["pools"]["method_allocator_bytes"] / 1024, 1),
+        "runner_scratch_pool_kib": round(plan["pools"]["scratch_bytes"] / 1024, 1),
+        "fvp_run": plan["run"],
+    }
+    if run is not None:
+        columns.update({
+            "fvp_run": "ok",
+            "fvp_npu_cycles": run["npu_cycles"] if run["npu_cycles"] is not None else "",
+            "fvp_cpu_cycles": run["cpu_cycles_total"] if run["cpu_cycles_total"] is not None else "",
+            "fvp_bundleio": run["bundleio"] or "",
+        })
+    return columns
+
+
 def summarize(
     cells: list[dict],
     lower_meta: list[str],
@@ -313,12 +359,20 @@ def summarize(
     header: list[str],
     verify_report: list[str],
     summary: str,
+    firmware_plan: list[str] | None = None,
+    fvp_run: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Write results/summary.csv from every cell's stage outputs (lists in matrix order)."""
-    rows = [
-        row
-        for cell, *paths in zip(cells, lower_meta, delegation, vela_summary, pte, header, verify_report, strict=True)
-        for row in cell_rows(cell, *paths)
-    ]
+    """Write results/summary.csv from every cell's stage outputs (lists in matrix order;
+    `fvp_run` by cell id, for the cells that ran on an FVP)."""
+    plans = firmware_plan or [None] * len(cells)
+    fvp_run = fvp_run or {}
+    rows = []
+    for cell, plan, *paths in zip(cells, plans, lower_meta, delegation, vela_summary, pte, header, verify_report,
+                                  strict=True):
+        extra = {}
+        if plan is not None:
+            run = fvp_run.get(cell_id(cell))
+            extra = firmware_columns(read_json(plan), read_json(run) if run else None)
+        rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
     write_summary(rows, summary)
     return rows

@@ -13,6 +13,9 @@ from ethosweep import summary as ethosweep_summary
 from ethosweep import targets as ethosweep_targets
 from ethosweep.codeversion import code_version
 from ethosweep.config import ConfigError, build_sweep, dataset_files, schema_error
+from ethosweep.io import read_json
+from ethosweep.sdk import format_status as format_sdk_status
+from ethosweep.sdk import probe as probe_sdk
 
 
 # Jobs import the ethosweep package. uv installs it into the project's venv; with
@@ -35,6 +38,12 @@ try:
 except ConfigError as error:
     raise WorkflowError(f"Invalid config: {error}")
 print(SWEEP.describe(), file=sys.stderr)
+# What the firmware and run stages can use on this machine (filesystem and PATH only).
+SDK = probe_sdk(config.get("sdk"))
+if not SDK.firmware_ready():
+    missing = ", ".join(c.name for c in SDK.firmware_missing())
+    print(f"ethosweep: firmware and FVP runs not configured (missing: {missing}); "
+          "the summary says what each cell lacks, `uv run ethosweep check-sdk` how to get it", file=sys.stderr)
 
 # The path of a cell below each stage's folder (see Cell.id).
 CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}"
@@ -209,7 +218,34 @@ def all_outputs():
         *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json")),
         *bundles,
         *board_cell_paths(f"results/deploy/{{board}}/{CELL}"),
+        "results/firmware/sdk.json",
+        *dict.fromkeys(cell_paths(FIRMWARE_PLAN)),
+        *(dict.fromkeys(cell_paths(FIRMWARE_ELF)) if SDK.firmware_ready() else []),
+        *[f"results/run/{c.id}/run.json" for c in fvp_cells()],
     ]
+
+
+RUNNER = "{target}/{system_config}/{memory_mode}"
+
+
+def runner_cells(wildcards):
+    return SWEEP.cells_of(target=wildcards.target, system_config=wildcards.system_config,
+                          memory_mode=wildcards.memory_mode)
+
+
+def runner_cell_paths(pattern):
+    return lambda wildcards: [pattern.format(**_cell_fields(c)) for c in runner_cells(wildcards)]
+
+
+FIRMWARE_PLAN = "results/firmware/{target}/{system_config}/{memory_mode}/plan.json"
+FIRMWARE_ELF = "results/firmware/{target}/{system_config}/{memory_mode}/arm_executor_runner"
+
+
+def fvp_cells():
+    """The cells this machine can run on an FVP (firmware buildable, the family's FVP found)."""
+    if not SDK.firmware_ready():
+        return []
+    return [c for c in SWEEP.cells if SDK.fvp(c.target).ok]
 
 
 def print_summary_table():
@@ -254,7 +290,9 @@ def summarize_after_failure():
             "verify_report": f"{VERIFY}/verify.json".format(**fields),
         }
         if all(Path(p).exists() for p in paths.values()):
-            rows.extend(ethosweep_summary.cell_rows(cell_record(cell), **paths))
+            plan = Path(FIRMWARE_PLAN.format(**fields))
+            extra = ethosweep_summary.firmware_columns(read_json(plan), None) if plan.exists() else {}
+            rows.extend({**row, **extra} for row in ethosweep_summary.cell_rows(cell_record(cell), **paths))
         else:
             logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
             rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs))

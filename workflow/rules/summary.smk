@@ -6,6 +6,8 @@ rule summarize_sweep:
         pte=cell_paths(f"results/lower/{CELL}/model.pte"),
         header=cell_paths(f"results/header/{CELL}/model_pte.h"),
         verify_report=cell_paths(f"{VERIFY}/verify.json"),
+        firmware_plan=cell_paths(FIRMWARE_PLAN),
+        fvp_run=[f"results/run/{c.id}/run.json" for c in fvp_cells()],
     output:
         summary=SUMMARY,
     log:
@@ -14,6 +16,7 @@ rule summarize_sweep:
         "benchmarks/summary.tsv"
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
+        fvp_cells=[c.id for c in fvp_cells()],
         code=code_version("ethosweep.summary"),
     localrule: True
     conda:

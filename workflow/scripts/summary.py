@@ -10,5 +10,7 @@ run_stage(
     pte=list(snakemake.input.pte),
     header=list(snakemake.input.header),
     verify_report=list(snakemake.input.verify_report),
+    firmware_plan=list(snakemake.input.firmware_plan),
+    fvp_run=dict(zip(snakemake.params.fvp_cells, snakemake.input.fvp_run, strict=True)),
     summary=snakemake.output.summary,
 )

@@ -1,0 +1,89 @@
+# Firmware and simulator: one semihosting runner per (target, system config, memory mode),
+# its pools sized from the .pte of every cell it serves, then each cell on the Corstone FVP.
+# The plan is written everywhere; build and run jobs exist only where SDK.firmware_ready()
+# and the FVP are found (ethosweep.sdk), and the summary says per cell what is missing.
+rule check_sdk:
+    output:
+        check="results/firmware/sdk.json",
+    log:
+        "logs/firmware/check_sdk.log",
+    params:
+        # found at parse time (filesystem and PATH): a part appearing or going reruns this
+        sdk=SDK.as_json(),
+        text=format_sdk_status(SDK),
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/check_sdk.py"
+
+
+rule plan_firmware:
+    input:
+        sdk="results/firmware/sdk.json",
+        pte=runner_cell_paths(f"results/lower/{CELL}/model.pte"),
+        lower_meta=runner_cell_paths(f"results/lower/{CELL}/lower.json"),
+        inputs=runner_cell_paths("results/export/{model}/inputs.pt"),
+    output:
+        plan=f"results/firmware/{RUNNER}/plan.json",
+    log:
+        f"logs/firmware/{RUNNER}/plan.log",
+    benchmark:
+        f"benchmarks/firmware/{RUNNER}/plan.tsv"
+    params:
+        cells=lambda wildcards: [c.id for c in runner_cells(wildcards)],
+        sdk_config=config.get("sdk", {}),
+        bundleio=numerics("bundleio"),
+        code=code_version("ethosweep.firmware"),
+    threads: 1
+    resources:
+        mem_mb=1500,
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/plan_firmware.py"
+
+
+rule build_firmware:
+    input:
+        plan=f"results/firmware/{RUNNER}/plan.json",
+    output:
+        elf=ensure(f"results/firmware/{RUNNER}/arm_executor_runner", non_empty=True),
+        sizes=f"results/firmware/{RUNNER}/sizes.json",
+    log:
+        f"logs/firmware/{RUNNER}/build.log",
+    benchmark:
+        f"benchmarks/firmware/{RUNNER}/build.tsv"
+    threads: 2
+    resources:
+        mem_mb=3000,
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/build_firmware.py"
+
+
+rule run_fvp:
+    input:
+        elf=f"results/firmware/{RUNNER}/arm_executor_runner",
+        plan=f"results/firmware/{RUNNER}/plan.json",
+        program=lambda w: f"results/bundle/{CELL}/model.bpte".format(**w) if numerics("bundleio")
+        else f"results/lower/{CELL}/model.pte".format(**w),
+    output:
+        run=f"results/run/{CELL}/run.json",
+        uart=f"results/run/{CELL}/uart.log",
+    log:
+        f"logs/run/{CELL}.log",
+    benchmark:
+        f"benchmarks/run/{CELL}.tsv"
+    params:
+        timelimit=config.get("sdk", {}).get("fvp_timelimit", 600),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        # `--resources fvp=N` bounds the simulators running at once
+        fvp=1,
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/run_fvp.py"

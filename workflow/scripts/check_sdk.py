@@ -1,0 +1,9 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.sdk:write_check",
+    sdk_status=snakemake.params.sdk,
+    text=snakemake.params.text,
+    check=snakemake.output.check,
+)

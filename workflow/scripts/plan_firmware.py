@@ -1,0 +1,17 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.firmware:plan_runner",
+    target=snakemake.wildcards.target,
+    system_config=snakemake.wildcards.system_config,
+    memory_mode=snakemake.wildcards.memory_mode,
+    cells=snakemake.params.cells,
+    pte=list(snakemake.input.pte),
+    lower_meta=list(snakemake.input.lower_meta),
+    inputs=list(snakemake.input.inputs),
+    sdk=snakemake.input.sdk,
+    sdk_config=snakemake.params.sdk_config,
+    bundleio=snakemake.params.bundleio,
+    plan=snakemake.output.plan,
+)
