@@ -138,6 +138,15 @@ def test_without_sdk_every_cell_says_what_firmware_and_fvp_lack(tiny_sweep):
         assert row["fvp_run"].startswith("not run: no firmware; FVP_Corstone_SSE-3")
         assert float(row["runner_method_pool_kib"]) > 0 and row["fvp_npu_cycles"] == ""
     assert not list((tiny_sweep / "results").glob("firmware/*/*/*/arm_executor_runner"))
+    # the terminal table says it once, not once per cell
+    from ethosweep.summary import format_table
+
+    footer = format_table(rows).splitlines()
+    cells = {tuple(r[k] for k in ("model", "quantization", "target", "system_config", "memory_mode")) for r in rows}
+    assert f"{len(cells)} of {len(cells)} cells ok ({len(rows)} rows: a cell appears once per board it is on); " \
+           "cycles and memory are Vela's compiler estimates." in footer
+    assert footer[-2].startswith("firmware: not configured, missing ") and "ExecuTorch source checkout" in footer[-2]
+    assert footer[-1].startswith("FVP runs: none, FVP_Corstone_SSE-300_Ethos-U55, FVP_Corstone_SSE-320 not found")
 
 
 EXECUTORCH_SRC = os.environ.get("ETHOSWEEP_EXECUTORCH_SRC")

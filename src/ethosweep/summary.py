@@ -271,18 +271,32 @@ def format_table(rows: list[dict]) -> str:
     out += [fmt.format(*line) for line in lines]
     failed = [r for r in rows if r.get("status") != "ok"]
     out.append("")
-    out.append(f"{len(rows) - len(failed)} of {len(rows)} cells ok; cycles and memory are Vela's compiler estimates.")
+    cells = {cell_id(_as_cell(r)) for r in rows}
+    failed_cells = {cell_id(_as_cell(r)) for r in failed}
+    on_boards = f" ({len(rows)} rows: a cell appears once per board it is on)" if len(rows) != len(cells) else ""
+    out.append(f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
+               "cycles and memory are Vela's compiler estimates.")
     for r in failed:
         out.append(f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: {r.get('reason', '')}")
     for r in rows:
         if r.get("fit", "").startswith("does not fit"):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
+    # numerics are verified per model and TOSA profile: one line per model and finding
+    flagged: dict[tuple, set] = {}
     for r in rows:
         if r.get("numerics") in ("flagged", "unverified"):
-            out.append(f"  numerics {r['numerics']}: {r['model']} [{r['quantization']}] {r['target']} / "
-                       f"{r['memory_mode']}: {r.get('numerics_flags', '')}")
+            key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_flags", ""))
+            flagged.setdefault(key, set()).add((r["target"], r["memory_mode"]))
+    for (status, model, quant, flags), cells in flagged.items():
+        targets = ", ".join(sorted({t for t, _ in cells}))
+        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {flags}")
     out += firmware_footer(rows)
     return "\n".join(out)
+
+
+def _as_cell(row: dict) -> dict:
+    return {"model": row["model"], "quant": row["quantization"], "target": row["target"],
+            "system_config": row["system_config"], "memory_mode": row["memory_mode"]}
 
 
 def firmware_footer(rows: list[dict]) -> list[str]:
