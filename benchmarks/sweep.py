@@ -1,6 +1,6 @@
 """Sweep throughput: ethosweep against the seeds' one-cell-at-a-time way, same machine, same run.
 
-    uv run python benchmarks/sweep.py                 # 32-cell matrix (see BENCH_MODELS)
+    uv run python benchmarks/sweep.py                 # 28 cells: BENCH_MODELS x targets x FIRST_MODES, + boards
     uv run python benchmarks/sweep.py --matrix default --cores 2
 
 Times, in this order:
