@@ -40,14 +40,14 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def missing_daemons() -> list[str]:
-    """The SLURM/munge programs that are not installed (sbin is not always on PATH)."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    return [name for name in (*DAEMONS, "sbatch", "sacct") if shutil.which(name, path=search) is None]
-
-
-def _sbin(name: str) -> str:
+def _sbin(name: str) -> str | None:
+    """Where a SLURM/munge program is (the daemons live in sbin, which is not always on PATH)."""
     return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+
+
+def missing_daemons() -> list[str]:
+    """The SLURM/munge programs that are not installed."""
+    return [name for name in (*DAEMONS, "sbatch", "sacct") if _sbin(name) is None]
 
 
 SLURM_CONF = """\

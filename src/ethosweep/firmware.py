@@ -8,15 +8,19 @@ of one per configuration (ExecuTorch's measured cold build here); the header sta
 the linkable C array per cell for boards without semihosting. The runner's memory pools must
 hold the largest model it will run, so they are sized from every cell it serves.
 
-Torch-free except `scratch_bytes`, which reads the .pte with ExecuTorch's own reader.
+Torch-free except `scratch_bytes` (ExecuTorch's .pte reader) and `input_bytes` (torch.load).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ethosweep.errors import StageError
+from ethosweep.io import atomic_write_text, read_json, write_json
 from ethosweep.sdk import FVP_BY_FAMILY
 from ethosweep.targets import family
 
@@ -178,9 +182,6 @@ def plan_runner(target: str, system_config: str, memory_mode: str, cells: list[s
     """What the runner of one configuration needs (pools sized from every cell it serves), the
     commands that build and run it, and whether this machine can: written whether or not it can,
     so the summary says per cell what is missing."""
-    from ethosweep.io import read_json, write_json
-    from ethosweep.sdk import FVP_BY_FAMILY
-
     sdk = read_json(sdk)  # the check_sdk job's findings
     needs = []
     for cell, pte_path, meta_path, inputs_path in zip(cells, pte, lower_meta, inputs, strict=True):
@@ -196,7 +197,7 @@ def plan_runner(target: str, system_config: str, memory_mode: str, cells: list[s
     program = "model.bpte" if bundleio else "model.pte"
     result = {
         "target": target, "system_config": system_config, "memory_mode": memory_mode,
-        "cpu": CPU_BY_FAMILY[fam], "fvp": FVP_BY_FAMILY[fam],
+        "cpu": CPU_BY_FAMILY[fam], "fvp": FVP_BY_FAMILY[fam], "fvp_path": fvp["found"],
         "cells": needs,
         "pools": {"method_allocator_bytes": pools.method_allocator, "scratch_bytes": pools.scratch,
                   "scratch_pool": "fast (SRAM), arena in DRAM" if pools.dedicated_sram else "SRAM"},
@@ -222,14 +223,8 @@ def run_line(firmware_ready: bool, fvp: dict) -> str:
     return "not run: " + "; ".join(missing) if missing else "ready"
 
 
-def build_runner(plan: str, elf: str, sizes: str, log: str | None = None) -> dict:
+def build_runner(plan: str, elf: str, sizes: str) -> dict:
     """Build the configuration's semihosting runner with ExecuTorch's script; record its sizes."""
-    import shutil
-    import subprocess
-
-    from ethosweep.errors import StageError
-    from ethosweep.io import read_json, write_json
-
     planned = read_json(plan)
     command = planned["build_command"]
     print("$ " + " ".join(command), flush=True)
@@ -249,12 +244,7 @@ def build_runner(plan: str, elf: str, sizes: str, log: str | None = None) -> dic
 
 def run_on_fvp(target: str, elf: str, program: str, plan: str, run: str, uart: str, timelimit_s: int = 600) -> dict:
     """Run the cell's program on the FVP and parse what the runner printed."""
-    import subprocess
-
-    from ethosweep.errors import StageError
-    from ethosweep.io import atomic_write_text, read_json, write_json
-
-    fvp = read_json(plan)["fvp_command_example"][0]
+    fvp = read_json(plan)["fvp_path"]
     command = fvp_command(target, str(Path(elf).resolve()), str(Path(program).resolve()), timelimit_s, fvp=fvp)
     print("$ " + " ".join(command), flush=True)
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timelimit_s + 60)

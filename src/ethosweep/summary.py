@@ -271,8 +271,8 @@ def format_table(rows: list[dict]) -> str:
     out += [fmt.format(*line) for line in lines]
     failed = [r for r in rows if r.get("status") != "ok"]
     out.append("")
-    cells = {cell_id(_as_cell(r)) for r in rows}
-    failed_cells = {cell_id(_as_cell(r)) for r in failed}
+    cells = {_cell_of_row(r) for r in rows}
+    failed_cells = {_cell_of_row(r) for r in failed}
     on_boards = f" ({len(rows)} rows: a cell appears once per board it is on)" if len(rows) != len(cells) else ""
     out.append(f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
                "cycles and memory are Vela's compiler estimates.")
@@ -294,9 +294,9 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _as_cell(row: dict) -> dict:
-    return {"model": row["model"], "quant": row["quantization"], "target": row["target"],
-            "system_config": row["system_config"], "memory_mode": row["memory_mode"]}
+def _cell_of_row(row: dict) -> tuple:
+    """A row's cell (rows repeat a cell once per board it is on)."""
+    return tuple(row[k] for k in KEY_COLUMNS if k != "board")
 
 
 def firmware_footer(rows: list[dict]) -> list[str]:

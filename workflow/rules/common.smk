@@ -75,9 +75,9 @@ def cell_of(wildcards):
     )
 
 
-def cell_paths(pattern):
-    """`pattern` (with {CELL} fields) formatted for every cell of the matrix, in matrix order."""
-    return [pattern.format(**_cell_fields(c)) for c in SWEEP.cells]
+def cell_paths(pattern, cells=None):
+    """`pattern` (with {CELL} fields) formatted for every cell of the matrix (or of `cells`), in order."""
+    return [pattern.format(**_cell_fields(c)) for c in (SWEEP.cells if cells is None else cells)]
 
 
 def _cell_fields(cell):
@@ -234,7 +234,7 @@ def runner_cells(wildcards):
 
 
 def runner_cell_paths(pattern):
-    return lambda wildcards: [pattern.format(**_cell_fields(c)) for c in runner_cells(wildcards)]
+    return lambda wildcards: cell_paths(pattern, runner_cells(wildcards))
 
 
 FIRMWARE_PLAN = "results/firmware/{target}/{system_config}/{memory_mode}/plan.json"
