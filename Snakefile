@@ -4,6 +4,7 @@
 #   [train] -> export -> quantize -> lower (.pte, TOSA) -> vela report -> header
 #                                \-> verify (TOSA reference model on data)  -> summary
 #   lower -> firmware plan (pools) -> [runner build -> FVP run, where the SDK is configured]
+#   export -> CPU-only lowering (Cortex-M, no NPU) -> [runner ELF -> QEMU run, where configured]
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -24,6 +25,7 @@ include: "workflow/rules/vela.smk"
 include: "workflow/rules/header.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/firmware.smk"
+include: "workflow/rules/cpu.smk"
 include: "workflow/rules/deploy.smk"
 include: "workflow/rules/summary.smk"
 include: "workflow/rules/report.smk"

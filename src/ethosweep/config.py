@@ -105,6 +105,19 @@ class TargetEntry:
     ini: tg.VelaIni
 
 
+@dataclass(frozen=True)
+class CpuCell:
+    """A model compiled for a CPU alone (no NPU): ExecuTorch's Cortex-M backend."""
+
+    model: str
+    quant: str
+    cpu: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.quant}/{self.cpu}"
+
+
 @dataclass
 class Sweep:
     models: dict[str, ModelSpec]
@@ -115,6 +128,7 @@ class Sweep:
     numerics: dict = field(default_factory=dict)
     boards: dict = field(default_factory=dict)  # name -> boards.Board
     cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
+    cpu_cells: list[CpuCell] = field(default_factory=list)
 
     def board_cells(self) -> list[tuple[str, Cell]]:
         """(board, cell) for every cell compiled for a board, in matrix order."""
@@ -250,8 +264,24 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
             + ("; ".join(f"{c}: {r}" for c, r in skipped) or "none")
             + ")"
         )
+    cpu_cells = _cpu_cells(config.get("cpu_targets", []), models, quantization, skipped)
     return Sweep(models=models, quantization=quantization, cells=cells, seed=int(config.get("seed", 0)),
-                 skipped=skipped, numerics=dict(config.get("numerics", {})), boards=boards, cell_boards=cell_boards)
+                 skipped=skipped, numerics=dict(config.get("numerics", {})), boards=boards, cell_boards=cell_boards,
+                 cpu_cells=cpu_cells)
+
+
+def _cpu_cells(cpus: list[str], models, quantization, skipped: list) -> list[CpuCell]:
+    """model x scheme x CPU for the CPU-only targets; schemes the Cortex-M quantizer lacks are skipped."""
+    cells = []
+    for cpu in cpus:
+        if cpu not in tg.CPU_TARGETS:
+            raise ConfigError(f"cpu_targets: unknown CPU {cpu!r}; allowed: {', '.join(tg.CPU_TARGETS)}")
+        for quant in quantization:
+            if quant not in tg.CPU_SCHEMES:
+                skipped.append((f"{cpu} x {quant}", f"the Cortex-M quantizer has {', '.join(tg.CPU_SCHEMES)} only"))
+                continue
+            cells.extend(CpuCell(model, quant, cpu) for model in models)
+    return cells
 
 
 def _boards(names: list[str], extra_files: list[str], base: Path, workflow_dir: Path) -> dict[str, "bd.Board"]:

@@ -30,7 +30,8 @@ from ethosweep.provenance import tool_versions
 
 # Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
 WARM_MODULES = ("ethosweep.train", "ethosweep.export", "ethosweep.quantize", "ethosweep.lower",
-                "ethosweep.verify", "ethosweep.bundle", "ethosweep.firmware")
+                "ethosweep.verify", "ethosweep.bundle", "ethosweep.firmware", "ethosweep.cortex_m",
+                "ethosweep.cpu_firmware")
 
 
 def resolve(ref: str) -> Callable[..., Any]:

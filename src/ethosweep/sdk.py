@@ -54,6 +54,24 @@ class SdkStatus:
     def firmware_ready(self) -> bool:
         return not self.firmware_missing()
 
+    def cpu_firmware_missing(self) -> list[Component]:
+        """What the CPU-only runner (ethosweep's own, no Ethos-U SDK) lacks."""
+        needed = ("executorch_src", "toolchain", "cmake", "ninja")
+        return [self.components[key] for key in needed if not self.components[key].ok]
+
+    def cpu_firmware_ready(self) -> bool:
+        return not self.cpu_firmware_missing()
+
+    def cpu_firmware_line(self) -> str:
+        missing = self.cpu_firmware_missing()
+        if not missing:
+            return "ready"
+        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
+
+    def qemu_line(self) -> str:
+        qemu = self.components["qemu"]
+        return "ready" if qemu.ok else f"not run: {qemu.problem}; get it: {qemu.get_it}"
+
     def fvp(self, target: str) -> Component:
         return self.components[f"fvp:{family(target)}"]
 
@@ -68,6 +86,8 @@ class SdkStatus:
         return {
             "executorch_version": self.executorch_version,
             "firmware": self.firmware_line(),
+            "cpu_firmware": self.cpu_firmware_line(),
+            "qemu": self.qemu_line(),
             "components": {key: {"name": c.name, "found": c.path, "ok": c.ok, "problem": c.problem,
                                  "get_it": c.get_it} for key, c in self.components.items()},
         }
@@ -92,7 +112,8 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
                                                 os.environ.get("PATH", "")]))
 
     src = _resolve(sdk.get("executorch_src"), base)
-    status.components["executorch_src"] = _checkout(src, version, get_checkout)
+    status.components["executorch_src"] = _checkout(src, version, get_checkout,
+                                                    allow_other_version=bool(sdk.get("allow_version_mismatch")))
     scratch = _resolve(sdk.get("ethos_u_tools_dir"), base) or (src / "examples/arm/arm-scratch" if src else None)
     setup_path = scratch / "setup_path.sh" if scratch else None
     status.components["setup_path"] = _exists(
@@ -106,6 +127,10 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
         f"cross toolchain ({toolchain})", toolchain, search_path,
         "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib")
     status.components["cmake"] = _program("CMake", "cmake", search_path, "apt-get install cmake ninja-build")
+    status.components["ninja"] = _program("Ninja", "ninja", search_path, "apt-get install ninja-build")
+    qemu = sdk.get("qemu", "qemu-system-arm")
+    status.components["qemu"] = _program(f"QEMU ({qemu}, for CPU-only cells)", qemu, search_path,
+                                         "apt-get install qemu-system-arm")
     for fam, program in FVP_BY_FAMILY.items():
         status.components[f"fvp:{fam}"] = _program(
             program, program, search_path,
@@ -120,7 +145,7 @@ def _resolve(value: str | None, base: Path) -> Path | None:
     return path if path.is_absolute() else base / path
 
 
-def _checkout(src: Path | None, version: str, get_it: str) -> Component:
+def _checkout(src: Path | None, version: str, get_it: str, allow_other_version: bool = False) -> Component:
     name = "ExecuTorch source checkout"
     if src is None:
         return Component(name, None, "sdk.executorch_src is not set", get_it)
@@ -131,7 +156,10 @@ def _checkout(src: Path | None, version: str, get_it: str) -> Component:
     found = version_file.read_text().strip().split("+")[0] if version_file.is_file() else "unknown"
     # The runner's C++ must match the .pte schema and the delegate the wheel wrote.
     if not found.startswith(version):
-        return Component(name, str(src), f"{src} is ExecuTorch {found}, the installed wheel is {version}", get_it)
+        mismatch = f"{src} is ExecuTorch {found}, the installed wheel is {version}"
+        if not allow_other_version:
+            return Component(name, str(src), mismatch + " (sdk.allow_version_mismatch: true to use it anyway)", get_it)
+        return Component(f"{name} (allowed: {mismatch})", str(src))
     return Component(name, str(src))
 
 
@@ -163,7 +191,9 @@ def _program(name: str, program: str, search_path: str, get_it: str) -> Componen
 
 def format_status(status: SdkStatus) -> str:
     """A table of every part: found where, or what is wrong and how to get it."""
-    lines = [f"ExecuTorch wheel {status.executorch_version}; firmware: {status.firmware_line()}", ""]
+    lines = [f"ExecuTorch wheel {status.executorch_version}",
+             f"Ethos-U firmware (arm_executor_runner): {status.firmware_line()}",
+             f"CPU-only firmware (ethosweep runner): {status.cpu_firmware_line()}; QEMU: {status.qemu_line()}", ""]
     for component in status.components.values():
         if component.ok:
             lines.append(f"  ok       {component.name}: {component.path}")

@@ -28,6 +28,10 @@ TARGETS = (
     "ethos-u85-2048",
 )
 
+# CPU-only targets (ExecuTorch's Cortex-M backend, no NPU) and the schemes its quantizer has.
+CPU_TARGETS = ("cortex-m55",)
+CPU_SCHEMES = ("int8",)
+
 # System config per family when the config names none; ExecuTorch's own
 # defaults (EthosUCompileSpec) for each family.
 DEFAULT_SYSTEM_CONFIG = {

@@ -12,6 +12,7 @@ from snakemake.utils import validate
 from ethosweep import summary as ethosweep_summary
 from ethosweep import targets as ethosweep_targets
 from ethosweep.codeversion import code_version
+from ethosweep.cpu_summary import format_cpu_lines
 from ethosweep.config import ConfigError, build_sweep, dataset_files, schema_error
 from ethosweep.io import read_json
 from ethosweep.sdk import format_status as format_sdk_status
@@ -44,6 +45,8 @@ if not SDK.firmware_ready():
     missing = ", ".join(c.name for c in SDK.firmware_missing())
     print(f"ethosweep: firmware and FVP runs not configured (missing: {missing}); "
           "the summary says what each cell lacks, `uv run ethosweep check-sdk` how to get it", file=sys.stderr)
+if SWEEP.cpu_cells:
+    print(f"ethosweep: CPU-only cells: firmware {SDK.cpu_firmware_line()}; QEMU {SDK.qemu_line()}", file=sys.stderr)
 
 # The path of a cell below each stage's folder (see Cell.id).
 CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}"
@@ -63,6 +66,7 @@ wildcard_constraints:
     memory_mode=_alternatives(c.memory_mode for c in SWEEP.cells),
     tosa_profile="u55|u85",
     board=_alternatives(SWEEP.boards) or "no-boards-configured",
+    cpu=_alternatives(c.cpu for c in SWEEP.cpu_cells) or "no-cpu-configured",
 
 
 def cell_of(wildcards):
@@ -222,7 +226,26 @@ def all_outputs():
         *dict.fromkeys(cell_paths(FIRMWARE_PLAN)),
         *(dict.fromkeys(cell_paths(FIRMWARE_ELF)) if SDK.firmware_ready() else []),
         *[f"results/run/{c.id}/run.json" for c in fvp_cells()],
+        *([CPU_SUMMARY] if SWEEP.cpu_cells else []),
     ]
+
+
+CPU_SUMMARY = "results/cpu/summary.csv"
+
+
+def cpu_cell_paths(pattern):
+    """`pattern` (with {model}, {quant}, {cpu}) for every CPU-only cell."""
+    return [pattern.format(model=c.model, quant=c.quant, cpu=c.cpu) for c in SWEEP.cpu_cells]
+
+
+def cpu_qemu_ready():
+    return SDK.cpu_firmware_ready() and SDK.components["qemu"].ok
+
+
+def sdk_path(key):
+    """A path from the config's `sdk` section, absolute (jobs may run elsewhere), or None."""
+    value = config.get("sdk", {}).get(key)
+    return str(Path(os.path.expanduser(value)).resolve()) if value else None
 
 
 RUNNER = "{target}/{system_config}/{memory_mode}"
@@ -253,6 +276,9 @@ def print_summary_table():
         rows = ethosweep_summary.read_summary_csv(SUMMARY)
         table = ethosweep_summary.format_table(rows)
         print(f"\n{table}\n\nFull table: {SUMMARY}", file=sys.stderr)
+    cpu_lines = format_cpu_lines(CPU_SUMMARY) if SWEEP.cpu_cells else ""
+    if cpu_lines:
+        print(f"\n{cpu_lines}\nFull table: {CPU_SUMMARY}", file=sys.stderr)
 
 
 def stop_warm_worker():

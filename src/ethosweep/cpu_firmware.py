@@ -1,0 +1,312 @@
+"""Firmware for CPU-only cells, run in QEMU: ExecuTorch built once per CPU, one runner ELF per cell.
+
+Arm's core_platform (the FVP boards' startup code and drivers) is not public on GitHub and the
+FVPs are Arm downloads, so CPU-only cells use ethosweep's own pieces: firmware/runner (ExecuTorch's
+runtime with the kernels the .pte names, files and stdout over semihosting) on
+firmware/platform/mps3-an547 (vector table, reset, linker script), run by Debian's
+`qemu-system-arm -M mps3-an547` (Cortex-M55 with MVE, no NPU). QEMU is not cycle-accurate: a run
+here is a functional check of the firmware (it loads, runs, gives the right numbers), never a timing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ethosweep.errors import StageError
+from ethosweep.io import atomic_write_bytes, write_json
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER_SOURCE = REPO / "firmware" / "runner"
+BOARD = "mps3-an547"
+QEMU = "qemu-system-arm"
+# What the linker script gives the runner on the mps3-an547 (firmware/platform/mps3-an547).
+BOARD_MEMORY = {"ITCM": 512 * 1024, "DDR": 256 * 1024 * 1024}
+# ExecuTorch's ScalarType codes the runner prints, as numpy dtypes.
+SCALAR_TYPES = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.int64, 6: np.float32, 11: np.bool_}
+POOL_HEADROOM = 64 * 1024  # runtime state (method, values, kernels' argument lists) beyond the planned buffers
+
+
+def toolchain_file(executorch_src: str | Path) -> Path:
+    return Path(executorch_src) / "examples/arm/ethos-u-setup/arm-none-eabi-gcc.cmake"
+
+
+def executorch_configure_command(executorch_src, cpu: str, build_dir, install_dir, python: str,
+                                 cmsis_nn: str | None = None) -> list[str]:
+    """Configure ExecuTorch's bare-metal libraries for one CPU: its arm-baremetal preset without the
+    Ethos-U delegate (which needs core_driver), with the Cortex-M (CMSIS-NN) and quantized kernels."""
+    command = [
+        "cmake", "-S", str(executorch_src), "-B", str(build_dir), "-G", "Ninja", "--preset", "arm-baremetal",
+        "-DCMAKE_BUILD_TYPE=Release", f"-DTARGET_CPU={cpu}", "-DEXECUTORCH_BUILD_ARM_BAREMETAL=OFF",
+        "-DEXECUTORCH_BUILD_DEVTOOLS=OFF", "-DEXECUTORCH_BUILD_PTHREADPOOL=OFF", "-DEXECUTORCH_BUILD_CPUINFO=OFF",
+        "-DEXECUTORCH_BAREMETAL_SKIP_INSTALL=OFF", f"-DCMAKE_INSTALL_PREFIX={install_dir}",
+        f"-DPYTHON_EXECUTABLE={python}",
+    ]
+    if cmsis_nn:
+        command += [f"-DCMSIS_NN_LOCAL_PATH={cmsis_nn}", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
+    return command
+
+
+def runner_configure_command(executorch_src, install_dir, pte, build_dir, python: str,
+                             method_pool: int, temp_pool: int) -> list[str]:
+    return [
+        "cmake", "-S", str(RUNNER_SOURCE), "-B", str(build_dir), "-G", "Ninja",
+        f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(executorch_src)}", "-DSEMIHOSTING=ON",
+        "-DCMAKE_BUILD_TYPE=Release", f"-DEXECUTORCH_ROOT={executorch_src}", f"-DEXECUTORCH_INSTALL={install_dir}",
+        f"-DETHOSWEEP_PTE={pte}", f"-DETHOSWEEP_BOARD={BOARD}", f"-DPYTHON_EXECUTABLE={python}",
+        f"-DETHOSWEEP_METHOD_POOL_BYTES={method_pool}", f"-DETHOSWEEP_TEMP_POOL_BYTES={temp_pool}",
+    ]
+
+
+def qemu_command(elf, pte: str, inputs: str, outputs: str, qemu: str = QEMU) -> list[str]:
+    """QEMU's mps3-an547 with semihosting (the runner's files and stdout); no UART, no monitor.
+    The semihosting argv is space-separated, so the files are named relative to the run folder."""
+    args = ",".join(f"arg={a}" for a in ("ethosweep_runner", pte, inputs, outputs))
+    return [qemu, "-M", BOARD, "-nographic", "-monitor", "none", "-serial", "null",
+            "-semihosting-config", f"enable=on,target=native,{args}", "-kernel", str(elf)]
+
+
+def pool_sizes(planned_bytes: int) -> tuple[int, int]:
+    """(method pool, temp pool): the planned buffers plus headroom; CMSIS-NN scratch in the temp pool."""
+    method = _round_up(planned_bytes + POOL_HEADROOM, 1024)
+    return method, 256 * 1024
+
+
+def _round_up(value: int, step: int) -> int:
+    return (value + step - 1) // step * step
+
+
+def run_logged(command: list[str], log, cwd=None, env=None) -> None:
+    """Run a build step with its output in the job's log; a failure names the step."""
+    log.write(f"$ {' '.join(map(str, command))}\n")
+    log.flush()
+    result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    if result.returncode != 0:
+        raise StageError(f"`{' '.join(map(str, command[:3]))} ...` failed (exit {result.returncode}); see the log")
+
+
+def build_executorch(executorch_src, cpu: str, install_dir, meta, log, jobs: int = 2,
+                     cmsis_nn: str | None = None, python: str | None = None) -> dict:
+    """The ExecuTorch job: configure, build and install the bare-metal libraries for one CPU.
+    The build folder sits next to the install folder, so a rerun is incremental."""
+    import sys
+
+    started = time.monotonic()
+    build_dir = Path(install_dir).parent / "build"
+    with open(log, "a") as log_file:
+        run_logged(executorch_configure_command(executorch_src, cpu, build_dir, install_dir,
+                                                python or sys.executable, cmsis_nn), log_file)
+        run_logged(["cmake", "--build", str(build_dir), "--parallel", str(jobs), "--target", "install"], log_file)
+    libraries = sorted(p.name for p in (Path(install_dir) / "lib").glob("*.a"))
+    record = {"cpu": cpu, "executorch_src": str(executorch_src), "install_dir": str(install_dir),
+              "libraries": libraries, "seconds": round(time.monotonic() - started, 1)}
+    write_json(meta, record)
+    return record
+
+
+def elf_sizes(elf, size_tool: str = "arm-none-eabi-size") -> dict[str, int]:
+    """The ELF's loaded sections summed as text/data/bss, plus the heap and stack the linker
+    script reserves (kept apart: `size`'s Berkeley format would count them as bss)."""
+    out = subprocess.run([size_tool, "-A", str(elf)], capture_output=True, text=True, check=True).stdout
+    return parse_section_sizes(out)
+
+
+def parse_section_sizes(text: str) -> dict[str, int]:
+    sizes = {"text": 0, "data": 0, "bss": 0, "heap": 0, "stack": 0}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not fields[1].isdigit() or not fields[0].startswith("."):
+            continue
+        name, size, address = fields[0], int(fields[1]), int(fields[2])
+        if address == 0 and name != ".vectors":
+            continue  # not loaded: debug info, comments, attributes
+        key = {".bss": "bss", ".heap": "heap", ".stack": "stack", ".data": "data", ".got": "data",
+               ".got.plt": "data"}.get(name, "text")
+        sizes[key] += size
+    return sizes
+
+
+def memory_fit(sizes: dict[str, int], pte_bytes: int) -> dict:
+    """Does the runner (its pools are in bss) plus the .pte it loads into the heap fit the board?"""
+    image = sizes["text"] + sizes["data"] + sizes["bss"]
+    needed = image + pte_bytes + sizes["stack"]
+    ddr = BOARD_MEMORY["DDR"]
+    fits = pte_bytes <= sizes["heap"] and image + sizes["heap"] + sizes["stack"] <= ddr
+    return {"board": BOARD, "image_bytes": image, "needed_bytes": needed, "ddr_bytes": ddr,
+            "pte_bytes": pte_bytes, "heap_bytes": sizes["heap"], "fits": fits,
+            "line": (f"fits: code {sizes['text'] / 1024:.1f} KiB, data+bss (pools) {(sizes['data'] + sizes['bss']) / 1024:.1f} KiB, "
+                     f".pte {pte_bytes / 1024:.1f} KiB in a {sizes['heap'] // 1024 // 1024} MiB heap; "
+                     f"{ddr // 1024 // 1024} MiB DDR window") if fits else
+                    f"does not fit: .pte {pte_bytes} B in a {sizes['heap']} B heap, image {image} B in {ddr} B DDR"}
+
+
+def build_runner(executorch_src, install_dir, pte, planned_bytes: int, build_dir, elf_out, python: str, log) -> dict:
+    """Configure and build the runner for one .pte; copy its ELF to `elf_out`."""
+    method_pool, temp_pool = pool_sizes(planned_bytes)
+    run_logged(runner_configure_command(executorch_src, install_dir, Path(pte).resolve(), build_dir, python,
+                                        method_pool, temp_pool), log)
+    run_logged(["cmake", "--build", str(build_dir)], log)
+    built = Path(build_dir) / "ethosweep_runner.elf"
+    atomic_write_bytes(elf_out, built.read_bytes())
+    sizes = elf_sizes(elf_out)
+    selected = {lib: _registered_kernels(Path(build_dir) / f"ethosweep_{lib}_ops")
+                for lib in ("portable", "quantized", "cortex_m")}
+    return {"board": BOARD, "elf_bytes": Path(elf_out).stat().st_size, **sizes,
+            "method_pool_bytes": method_pool, "temp_pool_bytes": temp_pool, "kernels": selected,
+            "fit": memory_fit(sizes, Path(pte).stat().st_size)}
+
+
+def build_cell_runner(executorch_src, install_dir, pte, lower_meta, elf, firmware, log) -> dict:
+    """The runner job of one CPU-only cell: build in a scratch folder, keep the ELF and its facts."""
+    import sys
+
+    from ethosweep.io import read_json
+    from ethosweep.provenance import tool_versions
+
+    planned = read_json(lower_meta)["planned_bytes"]
+    with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(log, "a") as log_file:
+        record = build_runner(executorch_src, install_dir, pte, planned, build_dir, elf, sys.executable, log_file)
+    record["versions"] = tool_versions()
+    write_json(firmware, record)
+    if not record["fit"]["fits"]:
+        raise StageError(f"the runner {record['fit']['line']}")
+    return record
+
+
+def _registered_kernels(codegen_dir: Path) -> list[str]:
+    """The operators a generated registration library registers (ExecuTorch's codegen output)."""
+    source = codegen_dir / "RegisterCodegenUnboxedKernelsEverything.cpp"
+    if not source.is_file():
+        return []
+    return sorted(set(re.findall(r'"([a-z_]+::[A-Za-z0-9_.]+)"', source.read_text())))
+
+
+RUNNER_LINE = re.compile(r"^ethosweep-runner: (.*)$")
+
+
+def parse_runner_output(text: str) -> dict:
+    """The runner's `ethosweep-runner:` lines as JSON (tests/data/runner_logs has a recorded run)."""
+    result: dict = {"inputs": [], "outputs": [], "errors": [], "done": False, "log": []}
+    for line in text.splitlines():
+        match = RUNNER_LINE.match(line.strip())
+        if not match:
+            if line.strip():
+                result["log"].append(line.strip())
+            continue
+        fact = match.group(1)
+        if fact == "done":
+            result["done"] = True
+        elif fact.startswith("error: "):
+            result["errors"].append(fact[len("error: "):])
+        elif fact.startswith(("input ", "output ")):
+            kind, index, *fields = fact.split()
+            values = dict(f.split("=", 1) for f in fields)
+            result[f"{kind}s"].append({"index": int(index), "dtype": int(values["dtype"]),
+                                       "shape": [int(d) for d in values["shape"].strip("[]").split(",") if d],
+                                       "bytes": int(values["bytes"])})
+        else:
+            _parse_fact(fact, result)
+    return result
+
+
+def _parse_fact(fact: str, result: dict) -> None:
+    if fact.startswith("program "):
+        values = dict(f.split("=", 1) for f in fact.split()[1:])
+        result["program_bytes"], result["method"] = int(values["bytes"]), values["method"]
+    elif fact.startswith("planned "):
+        values = dict(f.split("=", 1) for f in fact.split()[1:])
+        result["planned_bytes"] = int(values["bytes"])
+    elif m := re.match(r"(method|temp) allocator used=(\d+) of (\d+)", fact):
+        result[f"{m.group(1)}_allocator"] = {"used": int(m.group(2)), "size": int(m.group(3))}
+    elif m := re.match(r"(load_method|execute) error=(0x[0-9a-f]+)", fact):
+        result["et_error"] = {"stage": m.group(1), "code": m.group(2)}
+
+
+def split_outputs(raw: bytes, outputs: list[dict]) -> list[np.ndarray]:
+    """The runner's output file, cut into the tensors its log describes."""
+    arrays, offset = [], 0
+    for out in outputs:
+        dtype = SCALAR_TYPES.get(out["dtype"])
+        if dtype is None:
+            raise StageError(f"output {out['index']} has ExecuTorch scalar type {out['dtype']}, which ethosweep cannot read")
+        chunk = raw[offset: offset + out["bytes"]]
+        arrays.append(np.frombuffer(chunk, dtype=dtype).reshape(out["shape"]))
+        offset += out["bytes"]
+    if offset != len(raw):
+        raise StageError(f"the output file has {len(raw)} bytes, the log describes {offset}")
+    return arrays
+
+
+def compare_outputs(got: list[np.ndarray], expected: list, float_outputs: list, label, scales=()) -> dict:
+    """The firmware's outputs against the lowered graph run in PyTorch (the same int8 program: they
+    should agree to rounding) and against the float model (what quantization costs)."""
+    per_output = []
+    for index, (g, e) in enumerate(zip(got, expected)):
+        e = np.asarray(e.detach().numpy() if hasattr(e, "detach") else e).reshape(g.shape)
+        f = float_outputs[index].detach().numpy().reshape(g.shape) if index < len(float_outputs) else None
+        diff = float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64)))) if g.size else 0.0
+        step = scales[index] if index < len(scales) else None
+        entry = {"index": index, "shape": list(g.shape), "max_abs_diff": diff,
+                 "max_diff_steps": round(diff / step, 2) if step else None,
+                 "argmax_firmware": int(np.argmax(g)), "argmax_reference": int(np.argmax(e))}
+        if f is not None and f.size:
+            entry["max_abs_diff_float"] = float(np.max(np.abs(g.astype(np.float64) - f.astype(np.float64))))
+            entry["argmax_float"] = int(np.argmax(f))
+        per_output.append(entry)
+    if len(got) != len(expected):
+        return {"match": False, "outputs": per_output,
+                "line": f"differs: the firmware gave {len(got)} outputs, the reference has {len(expected)}"}
+    worst = max((o["max_diff_steps"] or 0.0) if o["max_diff_steps"] is not None else o["max_abs_diff"]
+                for o in per_output) if per_output else 0.0
+    match = worst <= 1.0
+    same_top1 = all(o["argmax_firmware"] == o["argmax_reference"] for o in per_output)
+    line = (f"{'matches' if match else 'differs from'} the PyTorch reference of the lowered program "
+            f"(max {worst:g} output steps" + (", same top-1" if same_top1 else ", top-1 differs") + ")")
+    if label is not None:
+        line += f"; label {label}, firmware top-1 {per_output[0]['argmax_firmware']}"
+    return {"match": match, "same_top1": same_top1, "max_diff_steps": worst, "outputs": per_output,
+            "label": label, "line": line}
+
+
+def run_in_qemu(elf, pte, run_inputs, timeout: int, qemu: str = QEMU) -> tuple[dict, bytes, str]:
+    """Run the runner on one .pte and input; (parsed log, output bytes, full log)."""
+    with tempfile.TemporaryDirectory(prefix="ethosweep-qemu-") as folder:
+        work = Path(folder)
+        shutil.copyfile(pte, work / "model.pte")
+        shutil.copyfile(run_inputs, work / "inputs.bin")
+        command = qemu_command(Path(elf).resolve(), "model.pte", "inputs.bin", "outputs.bin", qemu)
+        started = time.monotonic()
+        try:
+            result = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as error:
+            raise StageError(f"QEMU did not finish within {timeout} s (sdk.qemu_timelimit)") from error
+        text = result.stdout + result.stderr
+        parsed = parse_runner_output(text)
+        parsed.update({"exit_code": result.returncode, "wall_seconds": round(time.monotonic() - started, 2),
+                       "command": " ".join(command)})
+        raw = (work / "outputs.bin").read_bytes() if (work / "outputs.bin").is_file() else b""
+    return parsed, raw, text
+
+
+def qemu_cell(elf, pte, run_inputs, reference, run_json, log_out, timeout: int = 300, qemu: str = QEMU) -> dict:
+    """Run one CPU-only cell in QEMU and check its outputs against the reference."""
+    import torch
+
+    parsed, raw, text = run_in_qemu(elf, pte, run_inputs, timeout, qemu)
+    atomic_write_bytes(log_out, text.encode())
+    if parsed["exit_code"] != 0 or not parsed["done"]:
+        reason = "; ".join(parsed["errors"]) or f"exit code {parsed['exit_code']}"
+        raise StageError(f"the runner failed in QEMU: {reason} (log: {log_out})")
+    ref = torch.load(reference, weights_only=True)
+    comparison = compare_outputs(split_outputs(raw, parsed["outputs"]), ref["expected"], ref["float"], ref["label"],
+                                 ref.get("scales", ()))
+    record = {**{k: v for k, v in parsed.items() if k != "log"}, "comparison": comparison,
+              "timing": "functional only: QEMU is not cycle-accurate, its time means nothing for the target"}
+    write_json(run_json, record)
+    return record

@@ -1,0 +1,13 @@
+from ethosweep.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.cpu_summary:summarize",
+    cells=snakemake.params.cells,
+    meta=list(snakemake.input.meta),
+    firmware=list(snakemake.input.firmware),
+    qemu=list(snakemake.input.qemu),
+    firmware_state=snakemake.params.firmware_state,
+    qemu_state=snakemake.params.qemu_state,
+    summary=snakemake.output.summary,
+)
