@@ -39,6 +39,8 @@ TINY_CONFIG = {
     # Alif E8's memories, and on a test board too small for MNIST.
     "boards": ["alif-e8", "tiny-board"],
     "board_files": ["tests/data/tiny_board.yaml"],
+    # CPU-only cells (Cortex-M backend, no NPU) for every model; no SDK here: no firmware
+    "cpu_targets": ["cortex-m55"],
 }
 
 U55_CELL = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"

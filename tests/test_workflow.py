@@ -102,7 +102,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
     assert planned_jobs(sweep_copy) == {
         "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
         "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
-        "plan_firmware": 2,
+        "plan_firmware": 2, "lower_cpu": 2, "summarize_cpu": 1,
         "report_plots": 1, "report_index": 1, "summarize_sweep": 1, "all": 1,
     }
 
