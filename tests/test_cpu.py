@@ -218,3 +218,54 @@ def test_cpu_cell_builds_a_runner_and_matches_pytorch_in_qemu(tmp_path):
     assert run["done"] and run["comparison"]["match"] and run["comparison"]["max_diff_steps"] <= 1
     row = next(csv.DictReader(open(workdir / "results/cpu/summary.csv")))
     assert row["qemu_run"].startswith("matches the PyTorch reference")
+
+
+def test_npu_runner_scope_and_command():
+    from ethosweep.targets import npu_runner_state
+
+    assert npu_runner_state("ethos-u55-128", "ready") == "ready"
+    assert npu_runner_state("ethos-u65-512", "not configured: x") == "not configured: x"
+    assert npu_runner_state("ethos-u85-256", "ready").startswith("not built: ethosweep's platform layer is Corstone-300's")
+    npu = {"target": "ethos-u55-128", "driver": "/d/core_driver", "cmsis": "/d/cmsis_6"}
+    command = cf.runner_configure_command("/src/executorch", "/i", "/w/model.pte", "/rb", "python3", 1024, 2048, npu)
+    assert command[0] == "cmake" and command[-3:] == [
+        "-DETHOSWEEP_NPU=ethos-u55-128", "-DETHOSWEEP_ETHOSU_DRIVER=/d/core_driver", "-DETHOSWEEP_CMSIS=/d/cmsis_6"]
+    status = sdk.probe({})
+    assert "Ethos-U core driver sources: sdk.ethos_u_driver_src is not set" in status.npu_runner_line()
+
+
+def test_summary_says_why_a_cell_has_no_npu_runner(tiny_sweep):
+    rows = list(csv.DictReader(open(tiny_sweep / "results/summary.csv")))
+    u55 = next(r for r in rows if r["target"] == "ethos-u55-128")
+    u85 = next(r for r in rows if r["target"] == "ethos-u85-256")
+    assert u55["npu_runner"].startswith("not configured: ExecuTorch source checkout: sdk.executorch_src is not set")
+    assert u85["npu_runner"].startswith("not built: ethosweep's platform layer is Corstone-300's")
+
+
+ETHOS_U_DRIVER_SRC = os.environ.get("ETHOSWEEP_ETHOS_U_DRIVER_SRC")
+
+
+@pytest.mark.skipif(not (EXECUTORCH_SRC and ETHOS_U_DRIVER_SRC) or not _have("arm-none-eabi-gcc", "qemu-system-arm"),
+                    reason="set ETHOSWEEP_EXECUTORCH_SRC and ETHOSWEEP_ETHOS_U_DRIVER_SRC (Arm's core_driver or a copy, "
+                           "with cmsis_6 beside it or ETHOSWEEP_CMSIS_SRC) to link the NPU runner")
+def test_npu_runner_links_the_delegate_and_stops_cleanly_without_an_npu(tmp_path):
+    sdk_section = {"executorch_src": EXECUTORCH_SRC, "ethos_u_driver_src": ETHOS_U_DRIVER_SRC,
+                   "allow_version_mismatch": os.environ.get("ETHOSWEEP_ALLOW_VERSION_MISMATCH") == "1"}
+    for key, env in (("cmsis_nn_src", "ETHOSWEEP_CMSIS_NN_SRC"), ("cmsis_src", "ETHOSWEEP_CMSIS_SRC")):
+        if os.environ.get(env):
+            sdk_section[key] = os.environ[env]
+    workdir = make_workdir(tmp_path, {"models": [{"name": "mnist", "file": "models/mnist.py"}],
+                                      "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"], "sdk": sdk_section})
+    snakemake(workdir)
+    cell = "results/firmware/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    firmware = read_json(workdir / cell / "firmware.json")
+    assert firmware["npu"] == "ethos-u55-128" and firmware["fit"]["fits"]
+    symbols = subprocess.run(["arm-none-eabi-nm", "-C", str(workdir / cell / "runner.elf")],
+                             capture_output=True, text=True, check=True).stdout
+    assert "EthosUBackend::init" in symbols and " ethosu_init" in symbols
+    # QEMU's mps3-an547 has no NPU: the driver's init fails and the runner says so (exit 10)
+    pte = workdir / "results/lower/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model.pte"
+    shutil.copy(pte, tmp_path / "model.pte")
+    result = subprocess.run(cf.qemu_command(workdir / cell / "runner.elf", "model.pte", "in.bin", "out.bin"),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 10 and "Ethos-U driver init failed at 0x48102000" in result.stdout

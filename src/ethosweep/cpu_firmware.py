@@ -54,14 +54,17 @@ def executorch_configure_command(executorch_src, cpu: str, build_dir, install_di
 
 
 def runner_configure_command(executorch_src, install_dir, pte, build_dir, python: str,
-                             method_pool: int, temp_pool: int) -> list[str]:
+                             method_pool: int, temp_pool: int, npu: dict | None = None) -> list[str]:
+    """`npu`: {target, driver, cmsis} to link ExecuTorch's Ethos-U delegate and the core driver."""
+    npu_flags = [f"-DETHOSWEEP_NPU={npu['target']}", f"-DETHOSWEEP_ETHOSU_DRIVER={npu['driver']}",
+                 f"-DETHOSWEEP_CMSIS={npu['cmsis']}"] if npu else []
     return [
         "cmake", "-S", str(RUNNER_SOURCE), "-B", str(build_dir), "-G", "Ninja",
         f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(executorch_src)}", "-DSEMIHOSTING=ON",
         "-DCMAKE_BUILD_TYPE=Release", f"-DEXECUTORCH_ROOT={executorch_src}", f"-DEXECUTORCH_INSTALL={install_dir}",
         f"-DETHOSWEEP_PTE={pte}", f"-DETHOSWEEP_BOARD={BOARD}", f"-DPYTHON_EXECUTABLE={python}",
         f"-DETHOSWEEP_METHOD_POOL_BYTES={method_pool}", f"-DETHOSWEEP_TEMP_POOL_BYTES={temp_pool}",
-    ]
+    ] + npu_flags
 
 
 def qemu_command(elf, pte: str, inputs: str, outputs: str, qemu: str = QEMU) -> list[str]:
@@ -146,17 +149,24 @@ def memory_fit(sizes: dict[str, int], pte_bytes: int) -> dict:
                     f"does not fit: .pte {pte_bytes} B in a {sizes['heap']} B heap, image {image} B in {ddr} B DDR"}
 
 
-def build_runner(executorch_src, install_dir, pte, planned_bytes: int, build_dir, elf_out, python: str, log) -> dict:
-    """Configure and build the runner for one .pte; copy its ELF to `elf_out`."""
+def build_runner(executorch_src, install_dir, pte, planned_bytes: int, build_dir, elf_out, python: str, log,
+                 scratch_bytes: int | None = None, npu: dict | None = None) -> dict:
+    """Configure and build the runner for one .pte; copy its ELF to `elf_out`. With `npu`, the
+    temp pool holds the Ethos-U scratch (`scratch_bytes`, read from the .pte by the firmware plan)."""
     method_pool, temp_pool = pool_sizes(planned_bytes)
-    run_logged(runner_configure_command(executorch_src, install_dir, Path(pte).resolve(), build_dir, python,
-                                        method_pool, temp_pool), log)
+    if scratch_bytes is not None:
+        temp_pool = _round_up(max(scratch_bytes, 1), 16 * 1024)
+    command = runner_configure_command(executorch_src, install_dir, Path(pte).resolve(), build_dir, python,
+                                       method_pool, temp_pool, npu)
+    run_logged(command, log)
     run_logged(["cmake", "--build", str(build_dir)], log)
     built = Path(build_dir) / "ethosweep_runner.elf"
     atomic_write_bytes(elf_out, built.read_bytes())
     sizes = elf_sizes(elf_out)
     selected = {lib: _registered_kernels(Path(build_dir) / f"ethosweep_{lib}_ops")
                 for lib in ("portable", "quantized", "cortex_m")}
+    if npu:
+        selected["ethos_u"] = ["EthosUBackend (delegate)", f"ethosu_core_driver ({npu['target']})"]
     return {"board": BOARD, "elf_bytes": Path(elf_out).stat().st_size, **sizes,
             "method_pool_bytes": method_pool, "temp_pool_bytes": temp_pool, "kernels": selected,
             "fit": memory_fit(sizes, Path(pte).stat().st_size)}
@@ -173,6 +183,31 @@ def build_cell_runner(executorch_src, install_dir, pte, lower_meta, elf, firmwar
     with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(log, "a") as log_file:
         record = build_runner(executorch_src, install_dir, pte, planned, build_dir, elf, sys.executable, log_file)
     record["versions"] = tool_versions()
+    write_json(firmware, record)
+    if not record["fit"]["fits"]:
+        raise StageError(f"the runner {record['fit']['line']}")
+    return record
+
+
+def build_npu_cell_runner(executorch_src, install_dir, pte, lower_meta, plan, cell, target, driver, cmsis,
+                          elf, firmware, log) -> dict:
+    """ethosweep's runner for one Ethos-U cell: the CPU runner plus ExecuTorch's Ethos-U delegate
+    and the core driver, on the Corstone-300 memory map. It links and its memory fit is checked;
+    it runs only on the Corstone-300 FVP or hardware (QEMU models no NPU)."""
+    import sys
+
+    from ethosweep.io import read_json
+    from ethosweep.provenance import tool_versions
+
+    needs = next(c for c in read_json(plan)["cells"] if c["cell"] == cell)
+    planned = read_json(lower_meta)["planned_buffer_bytes"] + needs["input_bytes"]
+    npu = {"target": target, "driver": driver, "cmsis": cmsis}
+    with tempfile.TemporaryDirectory(prefix="ethosweep-npu-runner-") as build_dir, open(log, "a") as log_file:
+        record = build_runner(executorch_src, install_dir, pte, planned, build_dir, elf, sys.executable, log_file,
+                              scratch_bytes=needs["scratch_bytes"], npu=npu)
+    record.update({"npu": target, "npu_base": "0x48102000 (Corstone-300), IRQ 56",
+                   "run": "not run: QEMU models no NPU; the Corstone-300 FVP is an Arm download",
+                   "versions": tool_versions()})
     write_json(firmware, record)
     if not record["fit"]["fits"]:
         raise StageError(f"the runner {record['fit']['line']}")

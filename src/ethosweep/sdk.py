@@ -68,6 +68,20 @@ class SdkStatus:
             return "ready"
         return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
 
+    def npu_runner_missing(self) -> list[Component]:
+        """What ethosweep's own runner with the Ethos-U delegate (Corstone-300 layout) lacks."""
+        needed = ("ethos_u_driver", "cmsis")
+        return self.cpu_firmware_missing() + [self.components[key] for key in needed if not self.components[key].ok]
+
+    def npu_runner_ready(self) -> bool:
+        return not self.npu_runner_missing()
+
+    def npu_runner_line(self) -> str:
+        missing = self.npu_runner_missing()
+        if not missing:
+            return "ready"
+        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
+
     def qemu_line(self) -> str:
         qemu = self.components["qemu"]
         return "ready" if qemu.ok else f"not run: {qemu.problem}; get it: {qemu.get_it}"
@@ -87,6 +101,7 @@ class SdkStatus:
             "executorch_version": self.executorch_version,
             "firmware": self.firmware_line(),
             "cpu_firmware": self.cpu_firmware_line(),
+            "npu_runner": self.npu_runner_line(),
             "qemu": self.qemu_line(),
             "components": {key: {"name": c.name, "found": c.path, "ok": c.ok, "problem": c.problem,
                                  "get_it": c.get_it} for key, c in self.components.items()},
@@ -121,6 +136,16 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
         unset="no ExecuTorch checkout to look in" if not src and not scratch else "")
     ethos_u = scratch / "ethos-u" if scratch else None
     status.components["ethos_u_sdk"] = _ethos_u_sdk(ethos_u, get_checkout)
+
+    driver = _resolve(sdk.get("ethos_u_driver_src"), base) or (ethos_u / "core_software/core_driver" if ethos_u else None)
+    status.components["ethos_u_driver"] = _exists(
+        "Ethos-U core driver sources", driver,
+        "setup.sh's ethos-u/core_software/core_driver, or a copy of Arm's core_driver (e.g. zephyrproject-rtos/hal_ethos_u) in sdk.ethos_u_driver_src",
+        unset="sdk.ethos_u_driver_src is not set and there is no Ethos-U SDK to take it from")
+    cmsis = _resolve(sdk.get("cmsis_src"), base) or (driver.parent / "cmsis_6" if driver else None)
+    status.components["cmsis"] = _exists(
+        "CMSIS_6 (the core driver's headers)", cmsis, "git clone https://github.com/ARM-software/CMSIS_6 (sdk.cmsis_src)",
+        unset="sdk.cmsis_src is not set")
 
     toolchain = sdk.get("toolchain", "arm-none-eabi-gcc")
     status.components["toolchain"] = _program(

@@ -64,6 +64,8 @@ COLUMNS = KEY_COLUMNS + [
     "firmware",
     "runner_method_pool_kib",
     "runner_scratch_pool_kib",
+    "npu_runner",
+    "npu_runner_code_kib",
     "fvp_run",
     "fvp_npu_cycles",
     "fvp_cpu_cycles",
@@ -311,6 +313,10 @@ def firmware_footer(rows: list[dict]) -> list[str]:
     missing_fvp = sorted({m.group(1) for r in rows for m in [re.search(r"(FVP_\S+) not found", r.get("fvp_run", ""))] if m})
     if missing_fvp:
         lines.append(f"FVP runs: none, {', '.join(missing_fvp)} not found (Arm downloads)")
+    linked = [r for r in rows if r.get("npu_runner", "").startswith("linked")]
+    if linked:
+        lines.append(f"NPU runners: {len(linked)} cell row(s) linked with ethosweep's runner (Corstone-300 layout); "
+                     "not run: QEMU models no NPU, the FVP is an Arm download")
     ran = [r for r in rows if r.get("fvp_run") == "ok"]
     if ran:
         lines.append(f"{len(ran)} cell(s) ran on an FVP: fvp_ cycles are simulated (NPU cycle-accurate, CPU not).")
@@ -364,6 +370,15 @@ def firmware_columns(plan: dict, run: dict | None) -> dict:
     return columns
 
 
+def npu_runner_columns(firmware: dict | None, state: str) -> dict:
+    """ethosweep's own runner with the Ethos-U delegate (Corstone-300 layout): linked, or why not."""
+    if firmware is None:
+        return {"npu_runner": state}
+    return {"npu_runner": f"linked for Corstone-300 ({firmware['elf_bytes']} B ELF, {firmware['fit']['line']}); "
+                          f"{firmware['run']}",
+            "npu_runner_code_kib": round(firmware["text"] / 1024, 1)}
+
+
 def summarize(
     cells: list[dict],
     lower_meta: list[str],
@@ -375,18 +390,24 @@ def summarize(
     summary: str,
     firmware_plan: list[str] | None = None,
     fvp_run: dict[str, str] | None = None,
+    npu_runner: dict[str, str] | None = None,
+    npu_runner_state: list[str] | None = None,
 ) -> list[dict]:
     """Write results/summary.csv from every cell's stage outputs (lists in matrix order;
     `fvp_run` by cell id, for the cells that ran on an FVP)."""
     plans = firmware_plan or [None] * len(cells)
     fvp_run = fvp_run or {}
+    states = npu_runner_state or [None] * len(cells)
     rows = []
-    for cell, plan, *paths in zip(cells, plans, lower_meta, delegation, vela_summary, pte, header, verify_report,
-                                  strict=True):
+    for cell, plan, state, *paths in zip(cells, plans, states, lower_meta, delegation, vela_summary, pte, header,
+                                         verify_report, strict=True):
         extra = {}
         if plan is not None:
             run = fvp_run.get(cell_id(cell))
             extra = firmware_columns(read_json(plan), read_json(run) if run else None)
+        if state is not None:
+            linked = (npu_runner or {}).get(cell_id(cell))
+            extra.update(npu_runner_columns(read_json(linked) if linked else None, state))
         rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
     write_summary(rows, summary)
     return rows

@@ -32,6 +32,19 @@ TARGETS = (
 CPU_TARGETS = ("cortex-m55",)
 CPU_SCHEMES = ("int8",)
 
+# The NPU families whose subsystem ethosweep's platform layer covers: AN547 is the FPGA image of
+# Corstone-300 (Ethos-U55; its FVP also has an Ethos-U65). Ethos-U85 sits in Corstone-320.
+NPU_RUNNER_FAMILIES = ("ethos-u55", "ethos-u65")
+
+
+def npu_runner_state(target: str, sdk_line: str) -> str:
+    """Why a cell gets no ethosweep NPU runner here, or 'ready'."""
+    if not target.startswith(NPU_RUNNER_FAMILIES):
+        return ("not built: ethosweep's platform layer is Corstone-300's (mps3-an547); "
+                "Ethos-U85 runs on Corstone-320, which needs Arm's core_platform")
+    return sdk_line
+
+
 # System config per family when the config names none; ExecuTorch's own
 # defaults (EthosUCompileSpec) for each family.
 DEFAULT_SYSTEM_CONFIG = {

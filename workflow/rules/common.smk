@@ -66,7 +66,7 @@ wildcard_constraints:
     memory_mode=_alternatives(c.memory_mode for c in SWEEP.cells),
     tosa_profile="u55|u85",
     board=_alternatives(SWEEP.boards) or "no-boards-configured",
-    cpu=_alternatives(c.cpu for c in SWEEP.cpu_cells) or "no-cpu-configured",
+    cpu=_alternatives(ethosweep_targets.CPU_TARGETS),
 
 
 def cell_of(wildcards):
@@ -227,7 +227,21 @@ def all_outputs():
         *(dict.fromkeys(cell_paths(FIRMWARE_ELF)) if SDK.firmware_ready() else []),
         *[f"results/run/{c.id}/run.json" for c in fvp_cells()],
         *([CPU_SUMMARY] if SWEEP.cpu_cells else []),
+        *[f"{NPU_RUNNER}/firmware.json".format(**_cell_fields(c)) for c in npu_runner_cells()],
     ]
+
+
+# ethosweep's own NPU runner per cell (workflow/rules/firmware.smk, link_npu_runner)
+NPU_RUNNER = f"results/firmware/cells/{CELL}"
+
+
+def npu_runner_state(cell):
+    return ethosweep_targets.npu_runner_state(cell.target, SDK.npu_runner_line())
+
+
+def npu_runner_cells():
+    """The cells whose NPU runner this machine links (Ethos-U55/U65, driver sources configured)."""
+    return [c for c in SWEEP.cells if npu_runner_state(c) == "ready"]
 
 
 CPU_SUMMARY = "results/cpu/summary.csv"

@@ -87,3 +87,34 @@ rule run_fvp:
         "../../envs/ethosweep.yaml"
     script:
         "../scripts/run_fvp.py"
+
+
+# ethosweep's own runner with ExecuTorch's Ethos-U delegate and the Ethos-U core driver, per
+# Ethos-U55/U65 cell, on the Corstone-300 memory map (firmware/platform/mps3-an547): links and
+# checks the fit where Arm's core_platform is absent; it runs only on the FVP or hardware.
+rule link_npu_runner:
+    input:
+        install="results/firmware/executorch/cortex-m55/install",
+        pte=f"results/lower/{CELL}/model.pte",
+        meta=f"results/lower/{CELL}/lower.json",
+        plan=FIRMWARE_PLAN,
+    output:
+        elf=ensure(f"{NPU_RUNNER}/runner.elf", non_empty=True),
+        firmware=f"{NPU_RUNNER}/firmware.json",
+    log:
+        f"logs/firmware/cells/{CELL}.log",
+    benchmark:
+        f"benchmarks/firmware/cells/{CELL}.tsv"
+    params:
+        cell=lambda wildcards: cell_of(wildcards).id,
+        executorch_src=SDK.components["executorch_src"].path,
+        driver=SDK.components["ethos_u_driver"].path,
+        cmsis=SDK.components["cmsis"].path,
+        code=code_version("ethosweep.cpu_firmware"),
+    threads: 1
+    resources:
+        mem_mb=1500,
+    conda:
+        "../../envs/ethosweep.yaml"
+    script:
+        "../scripts/link_npu_runner.py"

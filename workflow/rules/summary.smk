@@ -8,6 +8,7 @@ rule summarize_sweep:
         verify_report=cell_paths(f"{VERIFY}/verify.json"),
         firmware_plan=cell_paths(FIRMWARE_PLAN),
         fvp_run=[f"results/run/{c.id}/run.json" for c in fvp_cells()],
+        npu_runner=[f"{NPU_RUNNER}/firmware.json".format(**_cell_fields(c)) for c in npu_runner_cells()],
     output:
         summary=SUMMARY,
     log:
@@ -17,6 +18,8 @@ rule summarize_sweep:
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
         fvp_cells=[c.id for c in fvp_cells()],
+        npu_runner_cells=[c.id for c in npu_runner_cells()],
+        npu_runner_state=[npu_runner_state(c) for c in SWEEP.cells],
         code=code_version("ethosweep.summary"),
     localrule: True
     conda:

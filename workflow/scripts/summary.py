@@ -12,5 +12,7 @@ run_stage(
     verify_report=list(snakemake.input.verify_report),
     firmware_plan=list(snakemake.input.firmware_plan),
     fvp_run=dict(zip(snakemake.params.fvp_cells, snakemake.input.fvp_run, strict=True)),
+    npu_runner=dict(zip(snakemake.params.npu_runner_cells, snakemake.input.npu_runner, strict=True)),
+    npu_runner_state=snakemake.params.npu_runner_state,
     summary=snakemake.output.summary,
 )

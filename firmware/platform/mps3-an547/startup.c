@@ -39,6 +39,10 @@ static int read_argv(char **argv, int max_args) {
   return argc;
 }
 
+/* Overridden by npu.c in runners with an Ethos-U; its interrupt is external interrupt 56. */
+__attribute__((weak)) void ethosweep_npu_irq(void) {}
+__attribute__((weak)) int ethosweep_npu_init(void) { return 0; }
+
 void Reset_Handler(void) {
   SCB_CPACR |= (0xFu << 20); /* CP10/CP11 full access: FPU and MVE (Helium) */
   SCB_CCR |= (1u << 4);      /* DIV_0_TRP: a division by zero faults instead of returning 0 */
@@ -48,6 +52,7 @@ void Reset_Handler(void) {
   __libc_init_array(); /* runs ExecuTorch's static kernel registrations */
   static char *argv[16];
   int argc = read_argv(argv, 16);
+  if (ethosweep_npu_init() != 0) exit(10);
   exit(main(argc, argv));
 }
 
@@ -56,9 +61,9 @@ static void Fault_Handler(void) {
   exit(3);
 }
 
-__attribute__((section(".vectors"), used)) static void (*const vectors[16])(void) = {
-    (void (*)(void))&__stack_top, Reset_Handler, Fault_Handler, Fault_Handler,
-    Fault_Handler, Fault_Handler, Fault_Handler, Fault_Handler,
+__attribute__((section(".vectors"), used)) static void (*const vectors[16 + 64])(void) = {
+    [0] = (void (*)(void))&__stack_top, [1] = Reset_Handler, [2 ... 7] = Fault_Handler,
+    [16 + 56] = ethosweep_npu_irq,
 };
 
 /* ExecuTorch's default PAL prints with %zu, which Debian's newlib does not format: log here.
