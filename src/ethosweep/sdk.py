@@ -47,40 +47,42 @@ class SdkStatus:
     executorch_version: str
     components: dict[str, Component] = field(default_factory=dict)
 
+    # What each firmware path needs (keys of `components`):
+    # ExecuTorch's arm_executor_runner (build_executor_runner.sh, Arm's Ethos-U SDK),
+    # ethosweep's own runner for CPU-only cells, and that runner with the Ethos-U delegate.
+    NEEDS = {
+        "firmware": ("executorch_src", "setup_path", "ethos_u_sdk", "toolchain", "cmake"),
+        "cpu_firmware": ("executorch_src", "toolchain", "cmake", "ninja"),
+        "npu_runner": ("executorch_src", "toolchain", "cmake", "ninja", "ethos_u_driver", "cmsis"),
+    }
+
+    def missing(self, path: str) -> list[Component]:
+        return [self.components[key] for key in self.NEEDS[path] if not self.components[key].ok]
+
+    def line(self, path: str) -> str:
+        """One line for the summary: what a firmware path lacks, or 'ready'."""
+        missing = self.missing(path)
+        if not missing:
+            return "ready"
+        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
+
     def firmware_missing(self) -> list[Component]:
-        needed = ("executorch_src", "setup_path", "ethos_u_sdk", "toolchain", "cmake")
-        return [self.components[key] for key in needed if not self.components[key].ok]
+        return self.missing("firmware")
 
     def firmware_ready(self) -> bool:
-        return not self.firmware_missing()
+        return not self.missing("firmware")
 
-    def cpu_firmware_missing(self) -> list[Component]:
-        """What the CPU-only runner (ethosweep's own, no Ethos-U SDK) lacks."""
-        needed = ("executorch_src", "toolchain", "cmake", "ninja")
-        return [self.components[key] for key in needed if not self.components[key].ok]
+    def firmware_line(self) -> str:
+        return self.line("firmware")
 
     def cpu_firmware_ready(self) -> bool:
-        return not self.cpu_firmware_missing()
+        return not self.missing("cpu_firmware")
 
     def cpu_firmware_line(self) -> str:
-        missing = self.cpu_firmware_missing()
-        if not missing:
-            return "ready"
-        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
-
-    def npu_runner_missing(self) -> list[Component]:
-        """What ethosweep's own runner with the Ethos-U delegate (Corstone-300 layout) lacks."""
-        needed = ("ethos_u_driver", "cmsis")
-        return self.cpu_firmware_missing() + [self.components[key] for key in needed if not self.components[key].ok]
-
-    def npu_runner_ready(self) -> bool:
-        return not self.npu_runner_missing()
+        return self.line("cpu_firmware")
 
     def npu_runner_line(self) -> str:
-        missing = self.npu_runner_missing()
-        if not missing:
-            return "ready"
-        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
+        return self.line("npu_runner")
 
     def qemu_line(self) -> str:
         qemu = self.components["qemu"]
@@ -88,13 +90,6 @@ class SdkStatus:
 
     def fvp(self, target: str) -> Component:
         return self.components[f"fvp:{family(target)}"]
-
-    def firmware_line(self) -> str:
-        """One line for the summary: what the firmware stage lacks, or 'ready'."""
-        missing = self.firmware_missing()
-        if not missing:
-            return "ready"
-        return "not configured: " + "; ".join(f"{c.name}: {c.problem}" for c in missing)
 
     def as_json(self) -> dict:
         return {
