@@ -159,6 +159,9 @@ def test_without_sdk_every_cpu_cell_says_what_is_missing(tiny_sweep):
         assert row["qemu_run"] == "not run: no runner ELF"
         assert row["torch"] and row["executorch"] and row["vela"] and row["tosa_tools"]
     assert int(rows[0]["pte_bytes"]) == (tiny_sweep / MNIST_CPU / "model.pte").stat().st_size
+    index = (tiny_sweep / "results/report/index.html").read_text()
+    section = index[index.index("CPU only (no NPU)"):index.index("<h2>Plots</h2>")]
+    assert f"{int(rows[0]['pte_bytes']):,}" in section and section.count("<tr>") == 1 + len(rows)
 
 
 def _have(*programs: str) -> bool:

@@ -365,7 +365,29 @@ TABLE_COLUMNS = (
 )
 
 
-def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[dict, str]], sweep_text: str) -> str:
+CPU_TABLE_COLUMNS = (
+    ("model", "model"), ("cpu", "CPU"), ("pte_bytes", ".pte bytes"), ("cmsis_nn_ops", "CMSIS-NN ops"),
+    ("portable_ops", "portable ops"), ("planned_kib", "planned KiB"), ("firmware", "firmware"),
+    ("elf_code_kib", "ELF code KiB"), ("qemu_run", "QEMU run (functional only)"),
+)
+
+
+def _cpu_section(cpu_rows: list[dict]) -> list[str]:
+    """The CPU-only cells: what the model costs without an NPU, and whether its firmware ran."""
+    if not cpu_rows:
+        return []
+    head = "".join(f"<th class=\"l\">{_e(label)}</th>" for _, label in CPU_TABLE_COLUMNS)
+    body = ["<tr>" + "".join(f"<td class=\"l\">{_e(_fmt(r.get(key, '')) if key.endswith(('bytes', 'ops')) else r.get(key, ''))}</td>"
+                             for key, _ in CPU_TABLE_COLUMNS) + "</tr>" for r in cpu_rows]
+    return ["<h2 id=\"cpu-only\">CPU only (no NPU)</h2>",
+            "<p class=\"note\">Each model for the Cortex-M CPU alone with ExecuTorch's Cortex-M backend (CMSIS-NN "
+            "int8 kernels, portable kernels for the rest). QEMU runs check the firmware's outputs against the "
+            "PyTorch reference; QEMU is not cycle-accurate, so no time is given.</p>",
+            f"<table class=\"summary\"><tr>{head}</tr>" + "".join(body) + "</table>"]
+
+
+def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[dict, str]], sweep_text: str,
+                 cpu_rows: list[dict] | None = None) -> str:
     versions = tool_versions()
     failed = [r for r in rows if r["status"] != "ok"]
     nofit = [r for r in rows if r.get("fit", "").startswith("does not fit")]
@@ -384,6 +406,7 @@ def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[
         *[f"<p class=\"note firmware\">{_e(line)}</p>" for line in firmware_footer(rows)],
         "<h2>At a glance</h2>",
         _summary_table(rows),
+        *_cpu_section(cpu_rows or []),
         "<h2>Plots</h2>",
     ]
     for name in PLOTS:
@@ -430,8 +453,9 @@ def _strip_xml_header(svg: str) -> str:
 
 
 def write_index(summary: str, plots: dict[str, str], cells: list[dict], fragments: list[str], sweep_text: str,
-                index: str) -> None:
+                index: str, cpu_summary: str | None = None) -> None:
     rows = read_rows(summary)
+    cpu_rows = read_rows(cpu_summary) if cpu_summary else []
     svgs = {name: Path(path).read_text() for name, path in plots.items()}
     pairs = [(cell, Path(fragment).read_text()) for cell, fragment in zip(cells, fragments, strict=True)]
-    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text))
+    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text, cpu_rows))

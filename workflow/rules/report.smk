@@ -66,6 +66,7 @@ rule report_index:
         roofline="results/report/roofline.svg",
         pareto="results/report/pareto.svg",
         fragments=cell_paths(f"results/report/cells/{CELL}.html"),
+        cpu_summary=[CPU_SUMMARY] if SWEEP.cpu_cells else [],
     output:
         index=report("results/report/index.html", caption="../report/index.rst", category="Overview", labels={"figure": "the whole report"}),
     log:

@@ -9,4 +9,5 @@ run_stage(
     fragments=list(snakemake.input.fragments),
     sweep_text=snakemake.params.sweep,
     index=snakemake.output.index,
+    cpu_summary=snakemake.input.cpu_summary[0] if snakemake.input.cpu_summary else None,
 )
