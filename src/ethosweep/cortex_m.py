@@ -83,6 +83,15 @@ def output_scales(graph_module) -> list[float | None]:
     return scales
 
 
+# cortex_m operators that only convert at the float/int8 boundary (no CMSIS-NN compute).
+BOUNDARY_OPS = ("cortex_m::quantize_per_tensor", "cortex_m::dequantize_per_tensor")
+
+
+def is_cmsis_nn_kernel(op: str) -> bool:
+    """A cortex_m:: compute operator (convolution, linear, add, pooling, softmax, ...)."""
+    return op.startswith("cortex_m::") and op not in BOUNDARY_OPS
+
+
 def input_bytes(inputs: tuple, placeholders: list) -> bytes:
     """The inputs as the .pte lays them out in memory (its dim order: NHWC for 4-D inputs here)."""
     chunks = []
@@ -147,7 +156,7 @@ def lower_cpu_cell(
         "pte_bytes": len(executorch_program.buffer),
         "planned_bytes": sum(plan.non_const_buffer_sizes),
         "operators": operators,
-        "cmsis_nn_ops": sum(n for op, n in operators.items() if op.startswith("cortex_m::quantized")),
+        "cmsis_nn_ops": sum(n for op, n in operators.items() if is_cmsis_nn_kernel(op)),
         "portable_ops": sum(n for op, n in operators.items() if not op.startswith("cortex_m::")),
         "calibrated_on": calibrated_on,
         "run_input": sample_source,

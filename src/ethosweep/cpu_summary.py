@@ -95,7 +95,7 @@ def format_cpu_lines(path: str) -> str:
                      + (f"; ELF code {row['elf_code_kib']} KiB; QEMU {run}" if run else ""))
     states = {(row["firmware"], row["qemu_run"]) for row in rows if not row["firmware"].startswith("built")}
     for firmware, qemu in sorted(states):
-        lines.append(f"  firmware: {firmware}")
+        lines.append(f"  firmware: {firmware} (README 'CPU-only cells, run in QEMU')")
     return "\n".join(lines)
 
 
