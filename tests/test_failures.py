@@ -54,6 +54,7 @@ def broken_sweep(tmp_path_factory):
                     {"target": "ethos-u85-256", "system_config": "Test_U85_Broken",
                      "vela": {"config": "tests/data/broken_vela.ini"}}],
         "memory_modes": ["Shared_Sram"],
+        "cpu_targets": ["cortex-m55"],
     })
     shutil.copytree(REPO / "tests" / "models", workdir / "tests" / "models")
     shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data", dirs_exist_ok=True)
@@ -81,6 +82,16 @@ def test_a_broken_model_names_the_file_and_the_cause(broken_sweep, model):
     terminal = BAD_MODELS[model].removeprefix("export: ")
     assert f"ethosweep: FAILED export_model {model}: {terminal}" in proc.stderr
     assert f"(log: logs/export/{model}.log)" in proc.stderr
+
+
+def test_cpu_only_cells_of_broken_models_are_named_in_their_summary(broken_sweep):
+    workdir, _ = broken_sweep
+    rows = {r["model"]: r for r in csv.DictReader(open(workdir / "results/cpu/summary.csv"))}
+    assert len(rows) == 9
+    assert (rows["mnist"]["status"], rows["mnist"]["pte_bytes"]) == ("ok", str(
+        (workdir / "results/cpu/mnist/int8/cortex-m55/model.pte").stat().st_size))
+    for model, reason in BAD_MODELS.items():
+        assert (rows[model]["status"], rows[model]["reason"][:len(reason)]) == ("failed", reason)
 
 
 @pytest.mark.parametrize("model", list(PARTLY_OR_FULLY))

@@ -137,7 +137,7 @@ def lower_cpu_cell(
         expected = lowered.module()(*(channels_last(x) for x in sample))
         executorch_program = edge.to_executorch()
     except Exception as error:
-        raise StageError(f"Cortex-M lowering ({cpu}, {scheme}) failed: {type(error).__name__}: {error}") from error
+        raise StageError(f"Cortex-M lowering ({cpu}, {scheme}) failed: {_with_cause(error)}") from error
     with torch.no_grad():
         float_outputs = float_module(*sample)
     expected = _as_tuple(expected)
@@ -167,6 +167,17 @@ def lower_cpu_cell(
     log.info("%s for %s: %d-byte .pte, %d CMSIS-NN and %d portable operators", scheme, cpu,
              record["pte_bytes"], record["cmsis_nn_ops"], record["portable_ops"])
     return record
+
+
+def _with_cause(error: BaseException) -> str:
+    """The error and, when a pass manager wrapped it, the error underneath (where the reason is)."""
+    text = f"{type(error).__name__}: {error}"
+    root = error
+    while root.__cause__ is not None:
+        root = root.__cause__
+    if root is not error:
+        text += f"; cause: {type(root).__name__}: {str(root).splitlines()[0] if str(root) else ''}"
+    return text
 
 
 def _as_tuple(outputs) -> tuple:

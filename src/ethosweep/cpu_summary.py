@@ -13,7 +13,7 @@ from pathlib import Path
 from ethosweep.io import read_json
 
 COLUMNS = (
-    "model", "quant", "cpu", "pte_bytes", "planned_kib", "cmsis_nn_ops", "portable_ops", "operators",
+    "model", "quant", "cpu", "status", "reason", "pte_bytes", "planned_kib", "cmsis_nn_ops", "portable_ops", "operators",
     "firmware", "elf_code_kib", "elf_data_bss_kib", "method_pool_kib", "firmware_fit",
     "qemu_run", "qemu_max_diff_steps", "qemu_top1", "method_allocator_used_kib",
     "run_input", "calibrated_on", "torch", "executorch", "vela", "tosa_tools",
@@ -28,6 +28,7 @@ def cpu_row(cell: dict, lower_meta: str, firmware: str | None, qemu: str | None,
     versions = lower.get("versions", {})
     row = {
         **cell,
+        "status": "ok",
         "pte_bytes": lower["pte_bytes"],
         "planned_kib": round(lower["planned_bytes"] / 1024, 1),
         "cmsis_nn_ops": lower["cmsis_nn_ops"],
@@ -68,6 +69,41 @@ def _qemu_columns(qemu: str | None, state: str) -> dict:
     }
 
 
+def cell_paths(cell: dict) -> dict[str, Path]:
+    """Where a CPU-only cell's stage outputs and logs are (workflow/rules/cpu.smk)."""
+    key = f"{cell['model']}/{cell['quant']}/{cell['cpu']}"
+    return {"lower": Path(f"results/cpu/{key}/lower.json"), "firmware": Path(f"results/cpu/{key}/firmware.json"),
+            "qemu": Path(f"results/cpu/{key}/qemu.json"), "export_log": Path(f"logs/export/{cell['model']}.log"),
+            "lower_log": Path(f"logs/cpu/{key}/lower.log"), "firmware_log": Path(f"logs/cpu/{key}/firmware.log"),
+            "qemu_log": Path(f"logs/cpu/{key}/qemu.log")}
+
+
+def row_after_failure(cell: dict, firmware_expected: bool, qemu_expected: bool,
+                      firmware_state: str, qemu_state: str) -> dict:
+    """A CPU-only cell's row after a run with failures: what completed, and the first failure's reason."""
+    from ethosweep.errors import failure_reason
+
+    paths = cell_paths(cell)
+    if not paths["lower"].exists():
+        for stage, log in (("export", paths["export_log"]), ("lower", paths["lower_log"])):
+            reason = failure_reason(log)
+            if reason is not None:
+                return {**{c: "" for c in COLUMNS}, **cell, "status": "failed", "reason": f"{stage}: {reason}"}
+        return {**{c: "" for c in COLUMNS}, **cell, "status": "not run",
+                "reason": "an earlier stage failed or the run was interrupted"}
+    failures = {stage: failure_reason(paths[f"{stage}_log"]) for stage in ("firmware", "qemu")}
+    if firmware_expected and not paths["firmware"].exists():
+        firmware_state = f"failed: {failures['firmware']}" if failures["firmware"] else "not run (interrupted)"
+    if qemu_expected and not paths["qemu"].exists():
+        qemu_state = f"failed: {failures['qemu']}" if failures["qemu"] else "not run (interrupted)"
+    row = cpu_row(cell, str(paths["lower"]), str(paths["firmware"]) if paths["firmware"].exists() else None,
+                  str(paths["qemu"]) if paths["qemu"].exists() else None, firmware_state, qemu_state)
+    failed = [f"{stage}: {reason}" for stage, reason in failures.items() if reason]
+    if failed:
+        row.update(status="failed", reason=failed[0])
+    return row
+
+
 def write_cpu_summary(rows: list[dict], path: str) -> None:
     from ethosweep.io import atomic_write_bytes
     import io
@@ -89,11 +125,15 @@ def format_cpu_lines(path: str) -> str:
         return ""
     lines = [f"CPU-only cells ({len(rows)}; Cortex-M backend, no NPU; QEMU runs are functional checks, not timings):"]
     for row in rows:
+        if row.get("status", "ok") != "ok" and not row["pte_bytes"]:
+            lines.append(f"  {row['model']}/{row['quant']}/{row['cpu']}: {row['status']}: {row['reason']}")
+            continue
         ops = f"{row['cmsis_nn_ops']} CMSIS-NN + {row['portable_ops']} portable ops"
         run = row["qemu_run"] if row["firmware"].startswith("built") else ""
         lines.append(f"  {row['model']}/{row['quant']}/{row['cpu']}: .pte {int(row['pte_bytes']):,} B, {ops}"
                      + (f"; ELF code {row['elf_code_kib']} KiB; QEMU {run}" if run else ""))
-    states = {(row["firmware"], row["qemu_run"]) for row in rows if not row["firmware"].startswith("built")}
+    states = {(row["firmware"], row["qemu_run"]) for row in rows
+              if row["firmware"] and not row["firmware"].startswith("built")}
     for firmware, qemu in sorted(states):
         lines.append(f"  firmware: {firmware} (README 'CPU-only cells, run in QEMU')")
     return "\n".join(lines)
@@ -103,8 +143,7 @@ def summarize(cells: list[dict], meta: list[str], firmware: list[str], qemu: lis
               firmware_state: str, qemu_state: str, summary: str) -> list[dict]:
     """The summary job: `firmware`/`qemu` are empty where those stages cannot run on this machine."""
     rows = [
-        cpu_row(cell, meta[i], firmware[i] if firmware else None, qemu[i] if qemu else None,
-                f"not configured: {firmware_state.removeprefix('not configured: ')}", qemu_state)
+        cpu_row(cell, meta[i], firmware[i] if firmware else None, qemu[i] if qemu else None, firmware_state, qemu_state)
         for i, cell in enumerate(cells)
     ]
     write_cpu_summary(rows, summary)

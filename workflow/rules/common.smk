@@ -337,4 +337,12 @@ def summarize_after_failure():
             logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
             rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs))
     ethosweep_summary.write_summary(rows, SUMMARY)
+    if SWEEP.cpu_cells:
+        from ethosweep import cpu_summary
+
+        cpu_rows = [cpu_summary.row_after_failure({"model": c.model, "quant": c.quant, "cpu": c.cpu},
+                                                  SDK.cpu_firmware_ready(), cpu_qemu_ready(),
+                                                  SDK.cpu_firmware_line(), SDK.qemu_line())
+                    for c in SWEEP.cpu_cells]
+        cpu_summary.write_cpu_summary(cpu_rows, CPU_SUMMARY)
     print_summary_table()
