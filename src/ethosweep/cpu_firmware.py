@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNER_SOURCE = REPO / "firmware" / "runner"
 BOARD = "mps3-an547"
 QEMU = "qemu-system-arm"
-# What the linker script gives the runner on the mps3-an547 (firmware/platform/mps3-an547).
-BOARD_MEMORY = {"ITCM": 512 * 1024, "DDR": 256 * 1024 * 1024}
+# The DDR window the linker script gives the runner (firmware/platform/mps3-an547; the vectors sit in ITCM).
+DDR_BYTES = 256 * 1024 * 1024
 # ExecuTorch's ScalarType codes the runner prints, as numpy dtypes.
 SCALAR_TYPES = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.int64, 6: np.float32, 11: np.bool_}
 POOL_HEADROOM = 64 * 1024  # runtime state (method, values, kernels' argument lists) beyond the planned buffers
@@ -85,11 +85,11 @@ def _round_up(value: int, step: int) -> int:
     return (value + step - 1) // step * step
 
 
-def run_logged(command: list[str], log, cwd=None, env=None) -> None:
+def run_logged(command: list[str], log) -> None:
     """Run a build step with its output in the job's log; a failure names the step."""
     log.write(f"$ {' '.join(map(str, command))}\n")
     log.flush()
-    result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         raise StageError(f"`{' '.join(map(str, command[:3]))} ...` failed (exit {result.returncode}); see the log")
 
@@ -139,7 +139,7 @@ def memory_fit(sizes: dict[str, int], pte_bytes: int) -> dict:
     """Does the runner (its pools are in bss) plus the .pte it loads into the heap fit the board?"""
     image = sizes["text"] + sizes["data"] + sizes["bss"]
     needed = image + pte_bytes + sizes["stack"]
-    ddr = BOARD_MEMORY["DDR"]
+    ddr = DDR_BYTES
     fits = pte_bytes <= sizes["heap"] and image + sizes["heap"] + sizes["stack"] <= ddr
     return {"board": BOARD, "image_bytes": image, "needed_bytes": needed, "ddr_bytes": ddr,
             "pte_bytes": pte_bytes, "heap_bytes": sizes["heap"], "fits": fits,
@@ -173,20 +173,11 @@ def build_runner(executorch_src, install_dir, pte, planned_bytes: int, build_dir
 
 
 def build_cell_runner(executorch_src, install_dir, pte, lower_meta, elf, firmware, log) -> dict:
-    """The runner job of one CPU-only cell: build in a scratch folder, keep the ELF and its facts."""
-    import sys
-
+    """The runner job of one CPU-only cell."""
     from ethosweep.io import read_json
-    from ethosweep.provenance import tool_versions
 
-    planned = read_json(lower_meta)["planned_bytes"]
-    with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(log, "a") as log_file:
-        record = build_runner(executorch_src, install_dir, pte, planned, build_dir, elf, sys.executable, log_file)
-    record["versions"] = tool_versions()
-    write_json(firmware, record)
-    if not record["fit"]["fits"]:
-        raise StageError(f"the runner {record['fit']['line']}")
-    return record
+    return _build_recorded(executorch_src, install_dir, pte, read_json(lower_meta)["planned_bytes"], elf, firmware,
+                           log)
 
 
 def build_npu_cell_runner(executorch_src, install_dir, pte, lower_meta, plan, cell, target, driver, cmsis,
@@ -194,20 +185,29 @@ def build_npu_cell_runner(executorch_src, install_dir, pte, lower_meta, plan, ce
     """ethosweep's runner for one Ethos-U cell: the CPU runner plus ExecuTorch's Ethos-U delegate
     and the core driver, on the Corstone-300 memory map. It links and its memory fit is checked;
     it runs only on the Corstone-300 FVP or hardware (QEMU models no NPU)."""
-    import sys
-
     from ethosweep.io import read_json
-    from ethosweep.provenance import tool_versions
 
     needs = next(c for c in read_json(plan)["cells"] if c["cell"] == cell)
     planned = read_json(lower_meta)["planned_buffer_bytes"] + needs["input_bytes"]
-    npu = {"target": target, "driver": driver, "cmsis": cmsis}
-    with tempfile.TemporaryDirectory(prefix="ethosweep-npu-runner-") as build_dir, open(log, "a") as log_file:
+    return _build_recorded(
+        executorch_src, install_dir, pte, planned, elf, firmware, log, scratch_bytes=needs["scratch_bytes"],
+        npu={"target": target, "driver": driver, "cmsis": cmsis},
+        facts={"npu": target, "npu_base": "0x48102000 (Corstone-300), IRQ 56",
+               "run": "not run: QEMU models no NPU; the Corstone-300 FVP is an Arm download"})
+
+
+def _build_recorded(executorch_src, install_dir, pte, planned: int, elf, firmware, log,
+                    scratch_bytes: int | None = None, npu: dict | None = None, facts: dict | None = None) -> dict:
+    """Build a runner in a scratch folder, keep the ELF and its facts (with the tool versions);
+    a runner that does not fit fails its job (Snakemake then removes the outputs)."""
+    import sys
+
+    from ethosweep.provenance import tool_versions
+
+    with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(log, "a") as log_file:
         record = build_runner(executorch_src, install_dir, pte, planned, build_dir, elf, sys.executable, log_file,
-                              scratch_bytes=needs["scratch_bytes"], npu=npu)
-    record.update({"npu": target, "npu_base": "0x48102000 (Corstone-300), IRQ 56",
-                   "run": "not run: QEMU models no NPU; the Corstone-300 FVP is an Arm download",
-                   "versions": tool_versions()})
+                              scratch_bytes=scratch_bytes, npu=npu)
+    record.update(facts or {}, versions=tool_versions())
     write_json(firmware, record)
     if not record["fit"]["fits"]:
         raise StageError(f"the runner {record['fit']['line']}")
@@ -297,8 +297,9 @@ def compare_outputs(got: list[np.ndarray], expected: list, float_outputs: list, 
     if len(got) != len(expected):
         return {"match": False, "outputs": per_output,
                 "line": f"differs: the firmware gave {len(got)} outputs, the reference has {len(expected)}"}
-    worst = max((o["max_diff_steps"] or 0.0) if o["max_diff_steps"] is not None else o["max_abs_diff"]
-                for o in per_output) if per_output else 0.0
+    # in output steps where the output's scale is known, else in absolute value
+    worst = max((o["max_diff_steps"] if o["max_diff_steps"] is not None else o["max_abs_diff"]
+                 for o in per_output), default=0.0)
     match = worst <= 1.0
     same_top1 = all(o["argmax_firmware"] == o["argmax_reference"] for o in per_output)
     line = (f"{'matches' if match else 'differs from'} the PyTorch reference of the lowered program "

@@ -85,12 +85,11 @@ def row_after_failure(cell: dict, firmware_expected: bool, qemu_expected: bool,
 
     paths = cell_paths(cell)
     if not paths["lower"].exists():
-        for stage, log in (("export", paths["export_log"]), ("lower", paths["lower_log"])):
-            reason = failure_reason(log)
-            if reason is not None:
-                return {**{c: "" for c in COLUMNS}, **cell, "status": "failed", "reason": f"{stage}: {reason}"}
-        return {**{c: "" for c in COLUMNS}, **cell, "status": "not run",
-                "reason": "an earlier stage failed or the run was interrupted"}
+        reasons = [f"{stage}: {reason}" for stage in ("export", "lower")
+                   if (reason := failure_reason(paths[f"{stage}_log"])) is not None]
+        status, reason = ("failed", reasons[0]) if reasons else (
+            "not run", "an earlier stage failed or the run was interrupted")
+        return {**{c: "" for c in COLUMNS}, **cell, "status": status, "reason": reason}
     failures = {stage: failure_reason(paths[f"{stage}_log"]) for stage in ("firmware", "qemu")}
     if firmware_expected and not paths["firmware"].exists():
         firmware_state = f"failed: {failures['firmware']}" if failures["firmware"] else "not run (interrupted)"
@@ -105,22 +104,24 @@ def row_after_failure(cell: dict, firmware_expected: bool, qemu_expected: bool,
 
 
 def write_cpu_summary(rows: list[dict], path: str) -> None:
-    from ethosweep.io import atomic_write_bytes
     import io
+
+    from ethosweep.io import atomic_write_text
 
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_bytes(path, buffer.getvalue().encode())
+    atomic_write_text(path, buffer.getvalue())
 
 
 def format_cpu_lines(path: str) -> str:
     """A few lines for the terminal: one per cell, then the firmware/QEMU state if it is the same everywhere."""
     if not Path(path).exists():
         return ""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    from ethosweep.summary import read_summary_csv
+
+    rows = read_summary_csv(path)
     if not rows:
         return ""
     lines = [f"CPU-only cells ({len(rows)}; Cortex-M backend, no NPU; QEMU runs are functional checks, not timings):"]
@@ -132,9 +133,8 @@ def format_cpu_lines(path: str) -> str:
         run = row["qemu_run"] if row["firmware"].startswith("built") else ""
         lines.append(f"  {row['model']}/{row['quant']}/{row['cpu']}: .pte {int(row['pte_bytes']):,} B, {ops}"
                      + (f"; ELF code {row['elf_code_kib']} KiB; QEMU {run}" if run else ""))
-    states = {(row["firmware"], row["qemu_run"]) for row in rows
-              if row["firmware"] and not row["firmware"].startswith("built")}
-    for firmware, qemu in sorted(states):
+    states = {row["firmware"] for row in rows if row["firmware"] and not row["firmware"].startswith("built")}
+    for firmware in sorted(states):
         lines.append(f"  firmware: {firmware} (README 'CPU-only cells, run in QEMU')")
     return "\n".join(lines)
 
