@@ -8,21 +8,48 @@ from pathlib import Path
 from conftest import REPO, U55_CELL
 from ethosweep.io import read_json
 
+SEED_CELL_FLAGS = ["--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram"]
 
-def run_aot(tmp_path: Path) -> tuple[Path, Path]:
-    pte, intermediates = tmp_path / "aot.pte", tmp_path / "aot_intermediates"
+
+def run_aot(tmp_path: Path, intermediates: Path | None) -> Path:
+    """aot_arm_compiler on the seed MNIST cell; with `intermediates`, it also keeps Vela's reports there."""
+    pte = tmp_path / ("aot_intermediates.pte" if intermediates else "aot.pte")
     subprocess.run(
         [sys.executable, "-m", "executorch.backends.arm.scripts.aot_arm_compiler",
-         f"--model_name={REPO / 'models' / 'mnist.py'}", "--delegate", "--quantize",
-         "--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram",
-         f"--output={pte}", f"--intermediates={intermediates}"],
+         f"--model_name={REPO / 'models' / 'mnist.py'}", "--delegate", "--quantize", *SEED_CELL_FLAGS,
+         f"--output={pte}", *([f"--intermediates={intermediates}"] if intermediates else [])],
         check=True, capture_output=True, cwd=tmp_path,
     )
-    return pte, intermediates
+    return pte
+
+
+def test_seed_mnist_pte_is_byte_identical_to_aot_arm_compilers(tiny_sweep, tmp_path):
+    # Without --intermediates aot_arm_compiler records no debug path in the compile specs, so the
+    # two files can be compared as they are: every byte, Vela command stream and weights included.
+    aot_pte = run_aot(tmp_path, intermediates=None)
+    our_pte = tiny_sweep / "results" / "vela" / U55_CELL / "model.pte"
+    assert our_pte.read_bytes() == aot_pte.read_bytes()
+
+
+def test_seed_mnist_vela_cycles_match_aot_arm_compilers(tiny_sweep, tmp_path):
+    intermediates = tmp_path / "aot_intermediates"
+    aot_pte = run_aot(tmp_path, intermediates)
+    (aot_summary,) = intermediates.glob("output/out_summary_*.csv")
+    with open(aot_summary, newline="") as f:
+        aot = next(csv.DictReader(f))
+    ours = read_json(tiny_sweep / "results" / "vela" / U55_CELL / "summary.json")["cell"]
+    assert int(aot["cycles_total"]) == ours["cycles_total"] == 138824
+    assert int(aot["cycles_npu"]) == ours["cycles_npu"] == 52036
+    assert int(aot["nn_macs"]) == ours["nn_macs"] == 1135872
+    # With --intermediates the peer's .pte also records that folder in its compile specs; apart
+    # from that one entry the programs are equal.
+    our_pte = tiny_sweep / "results" / "vela" / U55_CELL / "model.pte"
+    assert aot_pte.read_bytes() != our_pte.read_bytes()
+    assert program_without_debug_path(aot_pte) == program_without_debug_path(our_pte)
 
 
 def program_without_debug_path(pte: Path):
-    """The deserialised program, minus the intermediates path that -i records in the compile specs."""
+    """The deserialised program without the `debug_artifact_path` compile spec that -i adds."""
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     program = deserialize_pte_binary(pte.read_bytes()).program
@@ -30,19 +57,3 @@ def program_without_debug_path(pte: Path):
         for delegate in plan.delegates:
             delegate.compile_specs = [s for s in delegate.compile_specs if s.key != "debug_artifact_path"]
     return program
-
-
-def test_seed_mnist_on_u55_128_matches_aot_arm_compiler(tiny_sweep, tmp_path):
-    aot_pte, intermediates = run_aot(tmp_path)
-    (aot_summary,) = intermediates.glob("output/out_summary_*.csv")
-    with open(aot_summary, newline="") as f:
-        aot = next(csv.DictReader(f))
-
-    ours = read_json(tiny_sweep / "results" / "vela" / U55_CELL / "summary.json")["cell"]
-    assert int(aot["cycles_total"]) == ours["cycles_total"] == 138824
-    assert int(aot["cycles_npu"]) == ours["cycles_npu"] == 52036
-    assert int(aot["nn_macs"]) == ours["nn_macs"] == 1135872
-
-    # Beyond the cycles: the same program, Vela command stream and weights included.
-    our_pte = tiny_sweep / "results" / "lower" / U55_CELL / "model.pte"
-    assert program_without_debug_path(our_pte) == program_without_debug_path(aot_pte)

@@ -51,7 +51,7 @@ def board(name: str):
 
 
 # Real figures from a sweep of torchvision's MobileNetV2 (random weights, int8), recorded from
-# results/lower/.../lower.json and results/vela/.../summary.json of these machines' run.
+# results/vela/.../compile.json and results/vela/.../summary.json of these machines' run.
 MV2_U85_SRAM_ONLY = {"pte_bytes": 3838112, "planned": 752640, "vela": {"sram_memory_used": 1470.0}}
 MV2_U65_DEDICATED_384KB = {"pte_bytes": 3498784, "planned": 752640, "vela": {
     "sram_memory_used": 375.703125, "dram_memory_used": 3692.484375, "total_npu_encoded_weights": 3286912}}

@@ -8,7 +8,9 @@ from ethosweep import codeversion
 
 def test_each_stage_hashes_its_own_module_and_what_it_imports():
     assert "ethosweep.compile_spec" in codeversion.closure("ethosweep.lower")
-    assert "ethosweep.vela" in codeversion.closure("ethosweep.lower")  # lower parses Vela's summary with it
+    assert "ethosweep.compile_spec" in codeversion.closure("ethosweep.vela")
+    # The lowering does not run Vela, and a cell's Vela run does not lower: neither reruns the other.
+    assert "ethosweep.vela" not in codeversion.closure("ethosweep.lower")
     assert "ethosweep.lower" not in codeversion.closure("ethosweep.vela")
     assert set(codeversion.closure("ethosweep.header")) == {
         "ethosweep.header", "ethosweep.integrity", "ethosweep.errors", "ethosweep.io"}

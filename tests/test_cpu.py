@@ -267,7 +267,7 @@ def test_npu_runner_links_the_delegate_and_stops_cleanly_without_an_npu(tmp_path
                              capture_output=True, text=True, check=True).stdout
     assert "EthosUBackend::init" in symbols and " ethosu_init" in symbols
     # QEMU's mps3-an547 has no NPU: the driver's init fails and the runner says so (exit 10)
-    pte = workdir / "results/lower/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model.pte"
+    pte = workdir / "results/vela/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model.pte"
     shutil.copy(pte, tmp_path / "model.pte")
     result = subprocess.run(cf.qemu_command(workdir / cell / "runner.elf", "model.pte", "in.bin", "out.bin"),
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)

@@ -37,7 +37,9 @@ PARTLY_OR_FULLY = {
     "gelu_layernorm": ("full", ""),
 }
 UNRESOLVED = "export: model 'no_such_model' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'"
-VELA_FAILURE = ("lower: Vela failed on partition 0: 'Error: Invalid configuration of arena_cache_size=-1 (must be >= 0)'")
+BROKEN_VELA_CELL = "mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram"
+VELA_FAILURE = ("Vela failed on partition 0: 'Error: Invalid configuration of arena_cache_size=-1 (must be >= 0)' "
+                f"(reproducer: results/vela/{BROKEN_VELA_CELL}/repro/)")
 
 
 def summary_rows(workdir: Path) -> dict[tuple[str, str], dict]:
@@ -111,34 +113,60 @@ def test_an_import_path_that_does_not_resolve(broken_sweep):
 def test_a_vela_failure_fails_only_its_cell_with_velas_reason(broken_sweep):
     workdir, proc = broken_sweep
     row = summary_rows(workdir)["mnist", "ethos-u85-256"]
-    assert (row["status"], row["reason"]) == ("failed", VELA_FAILURE)
-    assert "ethosweep: FAILED lower_to_pte mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram: Vela failed on partition 0" in proc.stderr
+    assert (row["status"], row["reason"]) == ("failed", f"vela: {VELA_FAILURE}")
+    assert f"ethosweep: FAILED compile_with_vela {BROKEN_VELA_CELL}: {VELA_FAILURE} (log: logs/vela/{BROKEN_VELA_CELL}.log)" in proc.stderr
     # Nothing half-written: the failed job's outputs are gone.
-    assert not (workdir / "results/lower/mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram/model.pte").exists()
+    assert not list((workdir / "results/vela" / BROKEN_VELA_CELL).glob("*.*"))
+    # The lowering it shares with the good U85 cells is intact: only Vela failed.
+    assert (workdir / "results/lower/mnist/int8/u85/template.pte").exists()
+
+
+def test_a_vela_failure_leaves_a_reproducer_that_reproduces_it(broken_sweep):
+    workdir, _ = broken_sweep
+    repro = workdir / "results/vela" / BROKEN_VELA_CELL / "repro"
+    assert sorted(p.name for p in repro.iterdir()) == ["README.txt", "command.sh", "partition_0.tosa", "vela.ini"]
+    assert (repro / "partition_0.tosa").read_bytes() == (workdir / "results/lower/mnist/int8/u85/tosa/partition_0.tosa").read_bytes()
+    assert (repro / "vela.ini").read_bytes() == (REPO / "tests/data/broken_vela.ini").read_bytes()
+    command = (repro / "command.sh").read_text().splitlines()[-1]
+    assert command.startswith("vela partition_0.tosa ") and "--config=./vela.ini" in command
+    assert "--system-config=Test_U85_Broken" in command and "--memory-mode=Shared_Sram" in command
+    # Run exactly as the README says (with this environment's vela on PATH): the same error.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["sh", str(repro / "command.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode != 0
+    assert "Invalid configuration of arena_cache_size=-1 (must be >= 0)" in proc.stdout + proc.stderr
 
 
 def test_a_rerun_retries_only_what_failed(broken_sweep):
     workdir, _ = broken_sweep
     jobs = planned_jobs(workdir)
     assert jobs["export_model"] == 6  # the six broken models, not mnist
-    # the good models on the broken U85 config, and the broken models' cells
-    assert jobs["lower_to_pte"] == 3 + 6 * 2
-    assert "quantize_model" in jobs and jobs["quantize_model"] == 6 * 2
+    # Vela for the good models on the broken U85 config, and the broken models' cells
+    assert jobs["compile_with_vela"] == 3 + 6 * 2
+    # lowering only for the models that never got there (not for the good ones' U85 profile)
+    assert jobs["lower_to_tosa"] == jobs["quantize_model"] == 6 * 2
 
 
 def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(tiny_sweep, work, symlinks=True)
     cell = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
-    pte = work / "results/lower" / cell / "model.pte"
-    pte.write_bytes(pte.read_bytes()[:1000])  # truncated after the lower stage wrote it
-    tosa = work / "results/lower" / cell / "tosa/partition_0.tosa"
-    tosa.write_bytes(b"\x00" * len(tosa.read_bytes()))  # same size, wrong bytes
-    proc = snakemake(work, "--forcerun", "write_header", "run_vela", check=False)
+    pte = work / "results/vela" / cell / "model.pte"
+    pte.write_bytes(pte.read_bytes()[:1000])  # truncated after the vela stage wrote it
+    proc = snakemake(work, "--forcerun", "write_header", check=False)
     assert proc.returncode != 0
-    assert (f"ethosweep: FAILED write_header {cell}: results/lower/{cell}/model.pte is truncated: 1000 bytes, "
-            "but the lower stage wrote 112736 bytes") in proc.stderr
-    assert f"ethosweep: FAILED run_vela {cell}: results/lower/{cell}/tosa/partition_0.tosa is corrupt" in proc.stderr
+    assert (f"ethosweep: FAILED write_header {cell}: results/vela/{cell}/model.pte is truncated: 1000 bytes, "
+            "but the vela stage wrote 112736 bytes") in proc.stderr
+
+    template = work / "results/lower/mnist/int8/u55/template.pte"
+    template.write_bytes(b"\x00" * len(template.read_bytes()))  # same size, wrong bytes
+    edge = work / "results/lower/mnist/int8/u55/edge.pt2"
+    edge.write_bytes(edge.read_bytes()[:-10])
+    proc = snakemake(work, "--forcerun", "compile_with_vela", "verify_numerics", check=False)
+    assert proc.returncode != 0
+    assert (f"ethosweep: FAILED compile_with_vela {cell}: results/lower/mnist/int8/u55/template.pte is corrupt"
+            in proc.stderr)
+    assert "ethosweep: FAILED verify_numerics mnist/int8/u55: results/lower/mnist/int8/u55/edge.pt2 is truncated" in proc.stderr
 
 
 def test_invalid_config_errors_name_the_key(tmp_path):
@@ -158,7 +186,7 @@ def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2"]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while not list((work / "logs").glob("lower/**/*.log")):  # interrupt while cells are being lowered
+    while not list((work / "logs").glob("vela/**/*.log")):  # interrupt while cells are being compiled
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     time.sleep(1.0)
@@ -170,41 +198,74 @@ def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep
 
     if how == "SIGKILL":
         snakemake(work, "--unlock")  # Snakemake's lock outlives a killed run, by design
-    # Every cell not completed before the interrupt is still to do.
+    # Every cell not completed before the interrupt is still to do: each of the 6 cells either
+    # has its header or plans the job that writes it.
     planned = planned_jobs(work)
-    assert planned.get("lower_to_pte", 0) + len(list((work / "results/header").rglob("model_pte.h"))) >= 5
+    assert planned.get("write_header", 0) + len(list((work / "results/header").rglob("model_pte.h"))) == 6
 
     snakemake(work)
     assert not list(work.rglob("*.partial"))
     for cell in ("mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
                  "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"):
-        for artifact in ("lower/{}/model.pte", "lower/{}/tosa/partition_0.tosa", "header/{}/model_pte.h", "vela/{}/per_layer.csv"):
+        for artifact in ("vela/{}/model.pte", "header/{}/model_pte.h", "vela/{}/per_layer.csv"):
             path = artifact.format(cell)
             assert (work / "results" / path).read_bytes() == (tiny_sweep / "results" / path).read_bytes(), path
     assert all(r["status"] == "ok" for r in csv.DictReader(open(work / "results/summary.csv")))
 
 
 def test_two_clean_runs_give_identical_artifacts(tiny_sweep, tmp_path):
-    """.pte, TOSA, headers, Vela reports and the summary are byte-identical.
+    """.pte, BundleIO programs, TOSA, headers, Vela reports, the summary, the plots and the
+    report page are byte-identical.
 
     The torch.export archives (.pt2) are not: each save records a random
     `serialization_id` and node provenance metadata holds Python object ids
-    (`graph_id`). Their graphs and weights are identical, which is what is checked.
+    (`graph_id`). Their graphs and weights are identical, which is what is checked
+    (for the lowered edge program: its graph, without node names, and every delegate's TOSA).
     """
     from ethosweep.quantize import graph_digest, load_quantized
 
     work = make_workdir(tmp_path, TINY_CONFIG)
     snakemake(work)
-    compared = 0
+    compared = {}
     for path in sorted((tiny_sweep / "results").rglob("*")):
         relative = path.relative_to(tiny_sweep)
-        if path.suffix in (".pte", ".tosa", ".h", ".csv") or path.name == "summary.json":
+        if path.suffix in (".pte", ".bpte", ".tosa", ".h", ".csv", ".svg", ".html") or path.name == "summary.json":
             assert (work / relative).read_bytes() == path.read_bytes(), relative
-            compared += 1
+        elif path.name == "edge.pt2":
+            assert edge_digest(work / relative) == edge_digest(path), relative
         elif path.suffix == ".pt2":
             assert graph_digest(load_quantized(work / relative)) == graph_digest(load_quantized(path)), relative
-            compared += 1
-    assert compared >= 5 * 5
+        else:
+            continue
+        compared[path.suffix] = compared.get(path.suffix, 0) + 1
+    # every kind of artifact was compared, for every cell
+    assert compared[".pte"] == 6 + 6 + 4  # each cell's .pte, each profile's template, each CPU-only cell's
+    assert compared[".svg"] == 4 and compared[".html"] == 1 + 6  # the plots, the page and a detail per cell
+    assert compared[".bpte"] == 6 and compared[".tosa"] == 6 + 1  # ds_cnn has two partitions
+    assert compared[".h"] == 6 + 8  # each cell's header, and its copy in the 8 deployment bundles
+
+
+def edge_digest(path: Path) -> str:
+    """The lowered edge program's graph and its delegates' payloads (the TOSA), hashed.
+
+    Node names are left out: ExecuTorch's partitioner names the `getitem` nodes after its
+    delegates in an order that varies between runs (`getitem` / `getitem_1` swap places).
+    """
+    import hashlib
+
+    import torch
+
+    from ethosweep.lower import load_edge
+
+    module = load_edge(path).module()
+    index = {node: i for i, node in enumerate(module.graph.nodes)}
+    digest = hashlib.sha256()
+    for node in module.graph.nodes:
+        args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{index[n]}")
+        digest.update(f"{node.op} {node.target if node.op != 'get_attr' else ''} {args}\n".encode())
+        if node.op == "get_attr" and node.target.startswith("lowered_module"):
+            digest.update(getattr(module, node.target).processed_bytes)
+    return digest.hexdigest()
 
 
 def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):

@@ -118,7 +118,7 @@ def test_check_sdk_command_lists_every_part(tmp_path, capsys):
 
 def test_scratch_from_the_pte_is_velas_sram_use(tiny_sweep):
     """ExecuTorch's reader of the command stream and Vela's report agree on the scratch size."""
-    scratch = firmware.scratch_bytes(tiny_sweep / "results/lower" / U55_CELL / "model.pte")
+    scratch = firmware.scratch_bytes(tiny_sweep / "results/vela" / U55_CELL / "model.pte")
     vela = json.loads((tiny_sweep / "results/vela" / U55_CELL / "summary.json").read_text())["cell"]
     assert scratch > 0 and scratch == round(vela["sram_memory_used"] * 1024)
 

@@ -37,7 +37,7 @@ CONFIG = {
 CELLS = [f"{model}/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram" for model in ("mnist", "add")]
 # What a job computes; the same on any machine (Snakemake's logs and timings are not compared).
 COMPARED = [f"results/{stage}/{cell}/{name}" for cell in CELLS for stage, name in (
-    ("lower", "model.pte"), ("lower", "lower.json"), ("vela", "summary.json"), ("header", "model_pte.h"))]
+    ("vela", "model.pte"), ("vela", "summary.json"), ("vela", "per_layer.csv"), ("header", "model_pte.h"))]
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +69,13 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
     records = {int(r["JobId"]): r for r in cluster.completed_jobs() if r.get("WorkDir") == str(on_slurm)}
     assert submitted and set(submitted) <= set(records), (submitted, sorted(records))
     assert {records[job]["JobState"] for job in submitted} == {"COMPLETED"}
-    # export + quantize + verify per model (6), the grouped cell chains (1 job for 2 cells)
-    # and the configuration's firmware plan (1)
-    assert len(submitted) == 8, output[-4000:]
+    # export + quantize + lower + verify per model (8), the grouped cell chains (1 job for 2
+    # cells) and the configuration's firmware plan (1)
+    assert len(submitted) == 10, output[-4000:]
     group_logs = list((on_slurm / ".snakemake/slurm_logs").glob("group_cell_*/*.log"))
     assert len(group_logs) == 1
     group_log = group_logs[0].read_text()
-    for rule in ("lower_to_pte", "run_vela", "write_header"):
+    for rule in ("compile_with_vela", "write_header"):
         assert f"rule {rule}:" in group_log
 
     # The same config run locally produces the same bytes.

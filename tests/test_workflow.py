@@ -36,7 +36,7 @@ def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
     # The seeds' figures for this cell (REFERENCE.md): 1,135,872 MACs, 52,036 NPU cycles.
     assert (mnist["status"], mnist["delegation"], mnist["vela_macs"], mnist["vela_cycles_npu"]) == ("ok", "full", "1135872", "52036")
     assert int(mnist["vela_cycles_total"]) == 138824 and mnist["vela_inference_ms"] == "0.2776"
-    assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/lower" / U55_CELL / "model.pte").stat().st_size
+    assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/vela" / U55_CELL / "model.pte").stat().st_size
     assert (mnist["torch"], mnist["executorch"], mnist["vela"], mnist["tosa_tools"]) == ("2.13.0", "1.5.1", "5.1.0", "2026.5.0")
     assert (mnist["optimise"], mnist["vela_config"], mnist["seed"]) == ("Performance", "Arm/vela.ini", "0")
     # The U85 at 1 GHz with 256 MACs/cycle and weights in DRAM is faster than the U55-128 streaming from flash.
@@ -53,12 +53,15 @@ def test_a_partly_delegated_model_succeeds_and_names_what_stayed_on_the_cpu(tiny
     vela = read_json(tiny_sweep / "results/vela" / cell / "summary.json")
     assert [p["nn_macs"] for p in vela["partitions"]] == [2656000, 768]
     assert int(ds_cnn["vela_macs"]) == 2656768
-    lowered = read_json(tiny_sweep / "results/lower" / cell / "lower.json")
-    # Vela inside ExecuTorch and standalone Vela agree on every partition.
-    assert [p["vela_summary"]["cycles_total"] for p in lowered["partitions"]] == [p["cycles_total"] for p in vela["partitions"]]
+    # Each partition's TOSA is kept once for the profile, and the cell's .pte was compiled from it.
+    lowered = read_json(tiny_sweep / "results/lower/ds_cnn/int8/u55/lower.json")
+    compiled = read_json(tiny_sweep / "results/vela" / cell / "compile.json")
+    assert [p["tosa_sha256"] for p in compiled["partitions"]] == [p["tosa_sha256"] for p in lowered["partitions"]]
+    assert [(tiny_sweep / "results/lower/ds_cnn/int8/u55/tosa" / p["tosa"]).stat().st_size
+            for p in lowered["partitions"]] == [p["tosa_bytes"] for p in lowered["partitions"]]
 
 
-def test_u55_and_u65_share_quantized_programs_and_u85_has_its_own(tiny_sweep):
+def test_quantized_programs_are_per_model_scheme_and_tosa_profile(tiny_sweep):
     quantized = sorted(p.relative_to(tiny_sweep / "results/quantize").as_posix()
                        for p in (tiny_sweep / "results/quantize").rglob("quantized.pt2"))
     assert quantized == ["add/int8/u55/quantized.pt2", "add/int8/u85/quantized.pt2", "ds_cnn/int8/u55/quantized.pt2",
@@ -74,9 +77,10 @@ def test_per_layer_report_accounts_for_every_mac(tiny_sweep):
 
 
 def test_every_job_has_a_log_and_a_benchmark(tiny_sweep):
-    assert (tiny_sweep / "logs/lower" / f"{U55_CELL}.log").read_text().startswith("ethosweep: lower_to_pte mnist/int8/ethos-u55-128")
+    assert (tiny_sweep / "logs/lower/mnist/int8/u55.log").read_text().startswith("ethosweep: lower_to_tosa mnist/int8/u55")
     assert "Vela estimate: 138824 cycles total" in (tiny_sweep / "logs/vela" / f"{U55_CELL}.log").read_text()
-    for stage in ("lower", "vela", "header"):
+    assert (tiny_sweep / "benchmarks/lower/mnist/int8/u55.tsv").read_text().startswith("s\th:m:s")
+    for stage in ("vela", "header"):
         assert (tiny_sweep / "benchmarks" / stage / f"{U55_CELL}.tsv").read_text().startswith("s\th:m:s")
 
 
@@ -86,13 +90,31 @@ def test_a_second_run_has_nothing_to_do(tiny_sweep):
 
 def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
-    # New cells only: verification is per TOSA profile, and these profiles are verified already.
+    # New cells only, and for them only Vela and what follows: lowering and verification are
+    # per TOSA profile, and these profiles are lowered and verified already.
     # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with;
     # firmware: a runner plan for each new (target, system config, Sram_Only)
-    assert planned_jobs(sweep_copy) == {"lower_to_pte": 4, "run_vela": 4, "write_header": 4, "bundle_program": 4,
+    assert planned_jobs(sweep_copy) == {"compile_with_vela": 4, "write_header": 4, "bundle_program": 4,
                                         "plan_firmware": 2,
                                         "report_cell": 8, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
+
+
+def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
+    set_config(sweep_copy, targets=["ethos-u55-128", "ethos-u85-256", "ethos-u65-256"])
+    # U65 lowers to the U55 profile's TOSA: mnist and add get a cell each, compiled by Vela from
+    # the u55 lowering (ds_cnn and mnist_digits are excluded from the cross product)
+    assert planned_jobs(sweep_copy) == {"compile_with_vela": 2, "write_header": 2, "bundle_program": 2,
+                                        "plan_firmware": 1, "report_cell": 2, "report_plots": 1, "report_index": 1,
+                                        "summarize_sweep": 1, "all": 1}
+    snakemake(sweep_copy)
+    # The U65 cells were compiled from the U55 profile's quantized program and lowering.
+    lowered = read_json(sweep_copy / "results/lower/mnist/int8/u55/lower.json")
+    u65 = read_json(sweep_copy / "results/vela/mnist/int8/ethos-u65-256/Ethos_U65_High_End/Shared_Sram/compile.json")
+    assert u65["template_sha256"] == lowered["template_sha256"]
+    assert sorted(p.name for p in (sweep_copy / "results/quantize/mnist/int8").iterdir()) == ["u55", "u85"]
+    row = rows(sweep_copy)["mnist", "ethos-u65-256", "Shared_Sram"]
+    assert row["status"] == "ok" and row["numerics"] == "ok" and int(row["vela_macs"]) == 1135872
 
 
 def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
@@ -100,8 +122,8 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
     with open(sweep_copy / "models" / "mnist.py", "a") as f:
         f.write("\n# edited\n")
     assert planned_jobs(sweep_copy) == {
-        "train_model": 1, "export_model": 2, "quantize_model": 3, "verify_numerics": 3, "lower_to_pte": 3,
-        "run_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
+        "train_model": 1, "export_model": 2, "quantize_model": 3, "lower_to_tosa": 3, "verify_numerics": 3,
+        "compile_with_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
         "plan_firmware": 2, "lower_cpu": 2, "summarize_cpu": 1,
         "report_plots": 1, "report_index": 1, "summarize_sweep": 1, "all": 1,
     }
@@ -109,15 +131,16 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
 
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
-    assert planned_jobs(sweep_copy) == {"lower_to_pte": 2, "run_vela": 2, "write_header": 2, "bundle_program": 2,
+    # only the U85 cells' Vela runs (and what follows): the u85 lowering is not redone
+    assert planned_jobs(sweep_copy) == {"compile_with_vela": 2, "write_header": 2, "bundle_program": 2,
                                         "plan_firmware": 1, "report_cell": 2, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
     snakemake(sweep_copy)
     table = rows(sweep_copy)
     assert table["mnist", "ethos-u85-256", "Shared_Sram"]["optimise"] == "Size"
     assert table["mnist", "ethos-u55-128", "Shared_Sram"]["vela_cycles_total"] == "138824"  # untouched
-    lowered = read_json(sweep_copy / "results/lower/mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Shared_Sram/lower.json")
-    assert "--optimise=Size" in lowered["partitions"][0]["vela_args"]
+    compiled = read_json(sweep_copy / "results/vela/mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Shared_Sram/compile.json")
+    assert "--optimise=Size" in compiled["vela_flags"]
     assert planned_jobs(sweep_copy) == {}
 
 
@@ -174,7 +197,7 @@ def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
 
 def test_boards_get_a_fit_verdict_with_margins_on_real_numbers(tiny_sweep):
     alif = rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]
-    lowered = read_json(tiny_sweep / "results/lower" / U55_CELL / "lower.json")
+    lowered = read_json(tiny_sweep / "results/vela" / U55_CELL / "compile.json")
     vela = read_json(tiny_sweep / "results/vela" / U55_CELL / "summary.json")["cell"]
     # Alif E8: the .pte in MRAM (5632 KiB), Vela's SRAM use and the runner's planned buffers in SRAM (4096 KiB)
     assert alif["fit"] == "fits"

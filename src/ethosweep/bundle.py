@@ -24,7 +24,7 @@ def bundle_program(pte: str, meta: str, bundle_io: str, bpte: str) -> dict:
     from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
 
     lowered = read_json(meta)
-    verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the lower stage")
+    verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
     data = torch.load(bundle_io, weights_only=True)
     cases = [MethodTestCase(inputs=list(x), expected_outputs=list(y)) for x, y in zip(data["inputs"], data["expected"])]
     bundled = BundledProgram(None, [MethodTestSuite(method_name="forward", test_cases=cases)], pte_file_path=pte)

@@ -1,7 +1,9 @@
 """The ExecuTorch Ethos-U compile spec of a cell, and the Vela flags behind it.
 
-Both the lower stage (Vela inside ExecuTorch) and the standalone vela stage
-build their Vela command line here, so the two always compile the same way.
+The quantize and lower stages use a TOSA profile's representative compile spec (they
+only read its TOSA specification); the vela stage compiles each cell with its own
+compile spec's Vela flags and records its compile specs in the cell's .pte, exactly
+as aot_arm_compiler would for that cell.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ def vela_option_flags(vela: dict) -> list[str]:
 
 
 def config_ini(vela: dict) -> str:
-    return vela.get("config") or tg.DEFAULT_VELA_INI
+    """The --config value for Vela. Vela reads a relative path of exactly two parts
+    ('Arm/vela.ini') as a file of its own config_files folder, so a user's
+    'config/vela.ini' gets a leading './' to be read from the working directory."""
+    path = vela.get("config")
+    if not path:
+        return tg.DEFAULT_VELA_INI
+    parts = path.split("/")
+    return f"./{path}" if len(parts) == 2 and not path.startswith((".", "~", "/")) else path
 
 
 def ethosu_compile_spec(target: str, system_config: str, memory_mode: str, vela: dict):
@@ -53,6 +62,23 @@ def ethosu_compile_spec(target: str, system_config: str, memory_mode: str, vela:
     # byte-identical; lowering itself uses the same default either way.
     spec._get_pass_pipeline_config()
     return spec
+
+
+def profile_compile_spec(profile: str):
+    """A compile spec with the given TOSA profile: all the quantizer and the lowering read from it
+    (tests/test_quantize.py and tests/test_compile_once.py check that claim)."""
+    target = PROFILE_TARGET[profile]
+    return ethosu_compile_spec(target, tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)], "Shared_Sram", {})
+
+
+def cell_compile_specs(target: str, system_config: str, memory_mode: str, vela: dict) -> list[tuple[str, bytes]]:
+    """The compile specs ExecuTorch records in each delegate of the cell's .pte, as (key, value)."""
+    return [(spec.key, bytes(spec.value)) for spec in ethosu_compile_spec(target, system_config, memory_mode, vela)._to_list()]
+
+
+def vela_flags(target: str, system_config: str, memory_mode: str, vela: dict) -> list[str]:
+    """The flags EthosUBackend hands to Vela for this cell (its compile spec's compiler flags)."""
+    return list(ethosu_compile_spec(target, system_config, memory_mode, vela).compiler_flags)
 
 
 def standalone_vela_args(target: str, system_config: str, memory_mode: str, vela: dict) -> list[str]:

@@ -180,7 +180,7 @@ def build_cell_runner(executorch_src, install_dir, pte, lower_meta, elf, firmwar
                            log)
 
 
-def build_npu_cell_runner(executorch_src, install_dir, pte, lower_meta, plan, cell, target, driver, cmsis,
+def build_npu_cell_runner(executorch_src, install_dir, pte, compile_meta, plan, cell, target, driver, cmsis,
                           elf, firmware, log) -> dict:
     """ethosweep's runner for one Ethos-U cell: the CPU runner plus ExecuTorch's Ethos-U delegate
     and the core driver, on the Corstone-300 memory map. It links and its memory fit is checked;
@@ -188,7 +188,7 @@ def build_npu_cell_runner(executorch_src, install_dir, pte, lower_meta, plan, ce
     from ethosweep.io import read_json
 
     needs = next(c for c in read_json(plan)["cells"] if c["cell"] == cell)
-    planned = read_json(lower_meta)["planned_buffer_bytes"] + needs["input_bytes"]
+    planned = read_json(compile_meta)["planned_buffer_bytes"] + needs["input_bytes"]
     return _build_recorded(
         executorch_src, install_dir, pte, planned, elf, firmware, log, scratch_bytes=needs["scratch_bytes"],
         npu={"target": target, "driver": driver, "cmsis": cmsis},

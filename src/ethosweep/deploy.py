@@ -63,7 +63,7 @@ def bundle_deployment(board: dict, cell: dict, pte: str, header: str, meta: str,
     """Write the deployment bundle folder of one cell on one board."""
     board = board_from_params(board)
     lowered, vela = read_json(meta), read_json(vela_summary)["cell"]
-    verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the lower stage")
+    verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
     out = Path(bundle)
     out.mkdir(parents=True, exist_ok=True)
     verdict = fit(board, cell["memory_mode"], lowered["pte_bytes"], vela, lowered["planned_buffer_bytes"])

@@ -177,14 +177,14 @@ def input_bytes(inputs_path: str | Path) -> int:
 
 
 def plan_runner(target: str, system_config: str, memory_mode: str, cells: list[str], pte: list[str],
-                lower_meta: list[str], inputs: list[str], sdk: str, sdk_config: dict, bundleio: bool,
+                compile_meta: list[str], inputs: list[str], sdk: str, sdk_config: dict, bundleio: bool,
                 plan: str, timelimit_s: int = 600) -> dict:
     """What the runner of one configuration needs (pools sized from every cell it serves), the
     commands that build and run it, and whether this machine can: written whether or not it can,
     so the summary says per cell what is missing."""
     sdk = read_json(sdk)  # the check_sdk job's findings
     needs = []
-    for cell, pte_path, meta_path, inputs_path in zip(cells, pte, lower_meta, inputs, strict=True):
+    for cell, pte_path, meta_path, inputs_path in zip(cells, pte, compile_meta, inputs, strict=True):
         lowered = read_json(meta_path)
         needs.append({"cell": cell, "pte_bytes": lowered["pte_bytes"],
                       "planned_buffer_bytes": lowered["planned_buffer_bytes"],
@@ -207,7 +207,7 @@ def plan_runner(target: str, system_config: str, memory_mode: str, cells: list[s
                                        tools_dir=sdk_config.get("ethos_u_tools_dir"),
                                        toolchain=sdk_config.get("toolchain", "arm-none-eabi-gcc"), bundleio=bundleio),
         "fvp_command_example": fvp_command(target, f"{output}/arm_executor_runner",
-                                           f"results/bundle/<cell>/{program}" if bundleio else f"results/lower/<cell>/{program}",
+                                           f"results/bundle/<cell>/{program}" if bundleio else f"results/vela/<cell>/{program}",
                                            timelimit_s, fvp=fvp["found"]),
     }
     write_json(plan, result)

@@ -61,8 +61,8 @@ def render_header(data: bytes, symbol: str, origin: str = "", section: str = SEC
 
 
 def write_header(pte: str, meta: str, header: str, symbol: str) -> dict:
-    """Write the C header for one cell's .pte (checked against what the lower stage recorded)."""
+    """Write the C header for one cell's .pte (checked against what the vela stage recorded)."""
     lowered = read_json(meta)
-    data = verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the lower stage")
+    data = verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
     atomic_write_text(header, render_header(data, symbol, origin=str(pte)))
     return {"symbol": symbol, "bytes": len(data)}

@@ -2,7 +2,7 @@
 
 Stage outputs are written atomically, but a file can still be damaged after
 the fact (a full disk, a copy gone wrong, a hand edit). Snakemake only sees
-modification times; the lower stage records each artifact's size and sha256,
+modification times; the stage that writes an artifact records its size and sha256,
 and the stages that read them check before trusting them.
 """
 

@@ -30,7 +30,7 @@ from ethosweep.provenance import tool_versions
 
 # Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
 WARM_MODULES = ("ethosweep.train", "ethosweep.export", "ethosweep.quantize", "ethosweep.lower",
-                "ethosweep.verify", "ethosweep.bundle", "ethosweep.firmware", "ethosweep.cortex_m",
+                "ethosweep.vela", "ethosweep.verify", "ethosweep.bundle", "ethosweep.firmware", "ethosweep.cortex_m",
                 "ethosweep.cpu_firmware")
 
 
@@ -41,7 +41,7 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 
 def describe_job(rule: str, wildcards: dict[str, str]) -> str:
-    """How terminal messages name a job: 'lower_to_pte mnist/int8/ethos-u55-128/...'"""
+    """How terminal messages name a job: 'compile_with_vela mnist/int8/ethos-u55-128/...'"""
     return f"{rule} {'/'.join(wildcards.values())}" if wildcards else rule
 
 

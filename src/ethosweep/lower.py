@@ -1,16 +1,23 @@
-"""Stage 3, lower: EthosUPartitioner -> TOSA -> Vela -> .pte, per cell.
+"""Stage 3, lower: EthosUPartitioner -> TOSA, once per (model, scheme, TOSA profile).
 
 The flow is aot_arm_compiler's (`--delegate --quantize`): to_edge_transform_and_lower
 with EthosUPartitioner, then ReplaceQuantNodesPass (the CPU-side quantize and
 dequantize become cortex_m ops, as the bare-metal runner expects), then
-to_executorch. Besides the .pte it keeps what a user needs to understand the
-cell: the TOSA flatbuffer of every delegated partition, Vela's own summary of
-each, and the delegation table (which operators run on the NPU, which stay on
-the CPU).
+to_executorch. Everything in it but Vela depends only on the TOSA profile: a cell's
+target, system config, memory mode and Vela options reach only Vela's flags and the
+delegates' compile specs. So this stage runs the flow once per profile with Vela left
+out (each delegate's payload is its TOSA flatbuffer), and the vela stage builds every
+cell's .pte from that *template* by compiling each partition's TOSA with Vela and
+putting the payload and the cell's compile specs in place (ethosweep.vela). The
+result is byte-identical to the full flow for the cell (tests/test_compile_once.py).
 
-Partitions: a model can lower to several delegates. ExecuTorch writes Vela's
-files to fixed names in its intermediates folder, so the last partition would
-overwrite the others; ethosweep instead records each call into Vela.
+Kept for the cells and the verify stage:
+- `template.pte`: the profile's program, delegates carrying TOSA (not runnable as is);
+- `tosa/partition_<i>.tosa`: each delegated partition's TOSA flatbuffer;
+- `edge.pt2`: the lowered edge program (ExecuTorch's own serialisation, which keeps the
+  delegates): the CPU-side graph the verify stage runs with each delegate on the TOSA
+  reference model;
+- `delegation.json`: operators on the NPU and on the CPU, with the partitioner's reasons.
 """
 
 from __future__ import annotations
@@ -19,17 +26,14 @@ import contextlib
 import hashlib
 import logging
 import re
-import tempfile
-from pathlib import Path
+import time
 
-import torch
-
-from ethosweep.compile_spec import ethosu_compile_spec
-from ethosweep.io import atomic_write_bytes, write_json
+from ethosweep import targets as tg
+from ethosweep.compile_spec import profile_compile_spec
 from ethosweep.errors import StageError
+from ethosweep.io import atomic_write_bytes, write_json
 from ethosweep.provenance import tool_versions
 from ethosweep.quantize import load_quantized
-from ethosweep.vela import read_summary
 
 log = logging.getLogger(__name__)
 
@@ -46,36 +50,21 @@ BOOKKEEPING_OPS = {
 }
 
 
-class VelaError(StageError):
-    pass
-
-
 @contextlib.contextmanager
-def recording_vela_calls(workdir: Path):
-    """Record every partition ExecuTorch hands to Vela: its TOSA and Vela's summary.
+def vela_left_out():
+    """Lower without Vela: each delegate's payload is its TOSA flatbuffer.
 
-    Patches the name EthosUBackend calls (a module attribute), so each
-    partition's Vela run gets its own folder instead of the shared
-    intermediates path, and the .pte's compile specs stay free of temp paths.
+    Patches the name EthosUBackend calls (a module attribute). Nothing else in the
+    lowered program depends on Vela's output, so the vela stage can put each cell's
+    payload in its place later.
     """
+    from executorch.backends.arm.arm_vela import VelaCompileResult
     from executorch.backends.arm.ethosu import backend as ethosu_backend
 
     original = ethosu_backend.vela_compile
-    calls: list[dict] = []
-
-    def vela_compile(tosa_flatbuffer, args, verbose=False, intermediate_path=None, block_placements=None):
-        folder = workdir / f"partition_{len(calls)}"
-        folder.mkdir(parents=True)
-        call = {"tosa": bytes(tosa_flatbuffer), "args": list(args), "folder": folder}
-        calls.append(call)
-        try:
-            return original(tosa_flatbuffer, args, verbose=False, intermediate_path=str(folder), block_placements=block_placements)
-        except BaseException as error:
-            raise VelaError(f"Vela failed on partition {len(calls) - 1}: {_vela_reason(error)}") from error
-
-    ethosu_backend.vela_compile = vela_compile
+    ethosu_backend.vela_compile = lambda tosa, args, **kwargs: VelaCompileResult(bytes(tosa))
     try:
-        yield calls
+        yield
     finally:
         ethosu_backend.vela_compile = original
 
@@ -101,35 +90,39 @@ def recording_rejections():
         tosa_partitioner.WhyNoPartitionReporter = original
 
 
+def lower_to_edge(exported, profile: str):
+    """(edge program manager with TOSA payloads, the partitioner's rejections)."""
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    # The profile's representative compile spec: only its TOSA specification shapes the lowered
+    # graph; the vela stage replaces the compile specs recorded in the program by each cell's own.
+    with vela_left_out(), recording_rejections() as rejections:
+        edge = to_edge_transform_and_lower(
+            exported,
+            partitioner=[EthosUPartitioner(profile_compile_spec(profile))],
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+    return edge, rejections
+
+
+def with_cortex_m_quant_ops(edge):
+    """As aot_arm_compiler does: the CPU-side quantize and dequantize become cortex_m ops."""
+    from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
+
+    return edge.transform([ReplaceQuantNodesPass()])
+
+
+def to_program(edge):
+    """The ExecuTorch program, serialised as aot_arm_compiler serialises it."""
+    from executorch.exir import ExecutorchBackendConfig
+
+    return edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
+
+
 def _op_type(node_name: str) -> str:
     """A node's operator type as get_delegation_info names it ('aten_avg_pool2d_default_1' -> '..._default')."""
     return re.sub(r"_\d+$", "", node_name)
-
-
-def _vela_reason(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
-
-
-def lower_program(exported, target: str, system_config: str, memory_mode: str, vela: dict, workdir: Path):
-    """Lower a quantized ExportedProgram for one cell: (executorch program, delegation table, Vela calls)."""
-    from executorch.backends.arm.ethosu import EthosUPartitioner
-    from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
-
-    spec = ethosu_compile_spec(target, system_config, memory_mode, vela)
-    with recording_vela_calls(workdir) as calls, recording_rejections() as rejections:
-        edge = to_edge_transform_and_lower(
-            exported,
-            partitioner=[EthosUPartitioner(spec)],
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        )
-    edge = edge.transform([ReplaceQuantNodesPass()])
-    # Read the delegation table now: to_executorch() adds memory-planning
-    # `alloc` nodes to the same graph.
-    table = delegation_table(edge, rejections)
-    program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
-    return program, table, calls
 
 
 def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
@@ -172,62 +165,85 @@ def _delegation_status(partitions: int, cpu_compute: dict) -> str:
     return "partial" if cpu_compute else "full"
 
 
-def lower_cell(
-    quantized: str,
-    target: str,
-    system_config: str,
-    memory_mode: str,
-    vela: dict,
-    pte: str,
-    tosa_dir: str,
-    delegation: str,
-    meta: str,
-) -> dict:
-    """Lower one cell; write the .pte, each partition's TOSA, the delegation table and metadata."""
-    exported = load_quantized(quantized)
-    with tempfile.TemporaryDirectory(prefix="ethosweep-lower-") as tmp:
-        program, table, calls = lower_program(exported, target, system_config, memory_mode, vela, Path(tmp))
-        partitions = []
-        for index, call in enumerate(calls):
-            summaries = sorted(call["folder"].glob("output/out_summary_*.csv"))
-            partitions.append({
-                "index": index,
-                "tosa": f"partition_{index}.tosa",
-                "tosa_bytes": len(call["tosa"]),
-                "tosa_sha256": hashlib.sha256(call["tosa"]).hexdigest(),
-                "vela_args": [a for a in call["args"] if not a.startswith("--output-dir")],
-                "vela_summary": read_summary(summaries[0]) if summaries else None,
-            })
-        pte_bytes = program.buffer
-        plan = program.executorch_program.execution_plan[0]
-        # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
-        # allocator must hold them): buffer 0 is reserved and always 0.
-        planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+def delegate_payloads(program_bytes: bytes) -> list[bytes]:
+    """Each delegate's payload in a .pte, in execution order (in the template: its TOSA)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(program_bytes).program
+    return [bytes(program.backend_delegate_data[d.processed.index].data)
+            for plan in program.execution_plan for d in plan.delegates]
+
+
+def lower_to_tosa(quantized: str, profile: str, template: str, tosa_dir: str, edge: str, delegation: str,
+                  meta: str) -> dict:
+    """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
+    the edge program, the delegation table and metadata."""
+    from pathlib import Path
+
+    from executorch.exir.serde.serialize import save as save_edge
+
+    started = time.perf_counter()
+    try:
+        lowered, rejections = lower_to_edge(load_quantized(quantized), profile)
+    except Exception as error:
+        log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
+        raise StageError(f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:300]}") from error
+    # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
+    # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
+    # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
+    # `alloc` nodes to the same graph.
+    edge_bytes = _serialised(lambda f: save_edge(lowered.exported_program(), f))
+    lowered = with_cortex_m_quant_ops(lowered)
+    table = delegation_table(lowered, rejections)
+    program = to_program(lowered)
+    template_bytes = bytes(program.buffer)
+    plan = program.executorch_program.execution_plan[0]
+    # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
+    # allocator must hold them): buffer 0 is reserved and always 0.
+    planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+    partitions = delegate_payloads(template_bytes)
 
     tosa_path = Path(tosa_dir)
     tosa_path.mkdir(parents=True, exist_ok=True)
-    for index, call in enumerate(calls):
-        atomic_write_bytes(tosa_path / f"partition_{index}.tosa", call["tosa"])
+    for index, tosa in enumerate(partitions):
+        atomic_write_bytes(tosa_path / f"partition_{index}.tosa", tosa)
+    atomic_write_bytes(edge, edge_bytes)
     write_json(delegation, table)
-    atomic_write_bytes(pte, pte_bytes)
+    atomic_write_bytes(template, template_bytes)
     record = {
-        "target": target,
-        "system_config": system_config,
-        "memory_mode": memory_mode,
-        "vela_options": vela,
-        "pte_bytes": len(pte_bytes),
-        "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
+        "tosa_profile": profile,
+        "tosa_spec": tg.tosa_spec(profile),
+        "template_bytes": len(template_bytes),
+        "template_sha256": hashlib.sha256(template_bytes).hexdigest(),
+        "edge_bytes": len(edge_bytes),
+        "edge_sha256": hashlib.sha256(edge_bytes).hexdigest(),
         "planned_buffer_bytes": planned,
-        "partitions": partitions,
+        "partitions": [{"index": i, "tosa": f"partition_{i}.tosa", "tosa_bytes": len(t),
+                        "tosa_sha256": hashlib.sha256(t).hexdigest()} for i, t in enumerate(partitions)],
         "delegated": table["delegated"],
+        "seconds": round(time.perf_counter() - started, 2),
         "versions": tool_versions(),
     }
     write_json(meta, record)
-    cycles = sum((p["vela_summary"] or {}).get("cycles_total", 0) for p in partitions)
-    log.info(
-        "lowered: %d partition(s), %s delegation, .pte %d bytes, Vela estimate %d cycles",
-        len(partitions), table["delegated"], len(pte_bytes), cycles,
-    )
+    log.info("lowered to %s: %d partition(s), %s delegation, %d operators on the NPU, in %.1f s",
+             record["tosa_spec"], len(partitions), table["delegated"], table["npu_ops"], record["seconds"])
     for op, count in table["cpu_operators"].items():
         log.info("left on the CPU: %s x%d (%s)", op, count, table["cpu_reasons"].get(op, "no reason reported"))
     return record
+
+
+def _serialised(save) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    save(buffer)
+    return buffer.getvalue()
+
+
+def load_edge(path: str):
+    """The edge program this stage wrote (delegates carrying TOSA), in any process."""
+    import executorch.backends.arm.quantizer  # noqa: F401 - registers the quantized_decomposed ops
+    from executorch.exir.serde.serialize import load
+
+    return load(path)

@@ -16,7 +16,7 @@ from collections import Counter
 
 import torch
 
-from ethosweep.compile_spec import PROFILE_TARGET, ethosu_compile_spec
+from ethosweep.compile_spec import profile_compile_spec
 from ethosweep.datasets import load_splits
 from ethosweep.export import load_tensors
 from ethosweep.io import atomic_write_bytes, write_json
@@ -40,12 +40,6 @@ def quantization_config(scheme: str):
     if scheme == "a16w8":
         return get_symmetric_a16w8_quantization_config(is_per_channel=True)
     raise ValueError(f"unknown quantization scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
-
-
-def profile_compile_spec(profile: str):
-    """A compile spec with the given TOSA profile (all the quantizer reads from it)."""
-    target = PROFILE_TARGET[profile]
-    return ethosu_compile_spec(target, tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)], "Shared_Sram", {})
 
 
 def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_spec):

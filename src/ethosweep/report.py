@@ -258,13 +258,13 @@ TOP_LAYER_COLUMNS = ("partition", "Original Operator", "Name", "Op Cycles", "NPU
                      "MAC Count", "Util% (MAC)")
 
 
-def cell_detail(cell: dict, per_layer: str, vela_summary: str, delegation: str, lower_meta: str, verify_report: str,
+def cell_detail(cell: dict, per_layer: str, vela_summary: str, delegation: str, compile_meta: str, verify_report: str,
                 siblings: dict[str, str], top: int = 5) -> dict:
     """Everything the report shows about one cell, as data: top layers, CPU operators, advice."""
     with open(per_layer, newline="") as f:
         layers = list(csv.DictReader(f))
     figures = read_json(vela_summary)["cell"]
-    table, lowered, verified = read_json(delegation), read_json(lower_meta), read_json(verify_report)
+    table, lowered, verified = read_json(delegation), read_json(compile_meta), read_json(verify_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [{"board": b["name"], "fit": fit(board_from_params(b), cell["memory_mode"], lowered["pte_bytes"], figures,
                                             lowered["planned_buffer_bytes"]).verdict} for b in cell.get("boards", [])]
@@ -337,9 +337,9 @@ def _e(text) -> str:
     return html.escape(str(text))
 
 
-def write_cell_report(cell: dict, per_layer: str, vela_summary: str, delegation: str, lower_meta: str,
+def write_cell_report(cell: dict, per_layer: str, vela_summary: str, delegation: str, compile_meta: str,
                       verify_report: str, siblings: dict[str, str], fragment: str) -> dict:
-    detail = cell_detail(cell, per_layer, vela_summary, delegation, lower_meta, verify_report, siblings)
+    detail = cell_detail(cell, per_layer, vela_summary, delegation, compile_meta, verify_report, siblings)
     atomic_write_text(fragment, render_cell(detail))
     return detail
 

@@ -144,20 +144,20 @@ def numerics_columns(lowered: dict, verified: dict) -> dict:
     }
 
 
-def cell_rows(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
+def cell_rows(cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
               verify_report: str) -> list[dict]:
     """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
-    row = cell_row(cell, lower_meta, delegation, vela_summary, pte, header, verify_report)
+    row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report)
     if not cell.get("boards"):
         return [row]
-    lowered, figures = read_json(lower_meta), read_json(vela_summary)["cell"]
+    lowered, figures = read_json(compile_meta), read_json(vela_summary)["cell"]
     return [{**row, **board_columns(board, cell, lowered, figures)} for board in cell["boards"]]
 
 
-def cell_row(cell: dict, lower_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
+def cell_row(cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str,
              verify_report: str) -> dict:
     """The summary row of a cell whose stages all completed (without board columns)."""
-    lowered, table, vela = read_json(lower_meta), read_json(delegation), read_json(vela_summary)
+    lowered, table, vela = read_json(compile_meta), read_json(delegation), read_json(vela_summary)
     figures = vela["cell"]
     row = {
         **cell_key(cell),
@@ -381,7 +381,7 @@ def npu_runner_columns(firmware: dict | None, state: str) -> dict:
 
 def summarize(
     cells: list[dict],
-    lower_meta: list[str],
+    compile_meta: list[str],
     delegation: list[str],
     vela_summary: list[str],
     pte: list[str],
@@ -399,7 +399,7 @@ def summarize(
     fvp_run = fvp_run or {}
     states = npu_runner_state or [None] * len(cells)
     rows = []
-    for cell, plan, state, *paths in zip(cells, plans, states, lower_meta, delegation, vela_summary, pte, header,
+    for cell, plan, state, *paths in zip(cells, plans, states, compile_meta, delegation, vela_summary, pte, header,
                                          verify_report, strict=True):
         extra = {}
         if plan is not None:

@@ -1,30 +1,43 @@
-"""Stage 4, vela: standalone Vela on each partition's TOSA, with per-layer detail.
+"""Stage 4, vela: per cell, one Vela run per partition and the cell's .pte.
 
-Needs no torch: a Vela run on a TOSA flatbuffer takes well under a second.
-All numbers here are Vela's *compiler estimates* (its performance model), not
-measurements; the summary labels them so.
+The lower stage keeps each (model, scheme, TOSA profile)'s program with the TOSA of
+every delegated partition as its payload (the *template*). For a cell this stage
+1. compiles each partition's TOSA with ExecuTorch's own Vela entry point
+   (`executorch.backends.arm.arm_vela.vela_compile`, what EthosUBackend.preprocess calls)
+   and the cell's Vela flags, so the payload is the one the Ethos-U backend embeds;
+   `--verbose-performance` makes the same run write the per-layer CSV and the summary;
+2. puts the payloads and the cell's compile specs into the template and serialises it
+   with ExecuTorch's .pte serialiser: byte-identical to what to_edge_transform_and_lower
+   with EthosUPartitioner gives for the cell (tests/test_compile_once.py).
 
-Cell figures from several partitions: the partitions run one after another,
-so cycles, MACs, inference time and off-chip/flash traffic add up, while the
-SRAM arena is reused by each in turn, so the cell's SRAM need is the largest
-partition's. Weights and command streams are stored side by side, so flash
-and DRAM use add up.
+Vela runs in a forked child (ethosweep.isolation): a crash in its native compiler fails
+this cell with the signal's name, and the partition's TOSA, the vela.ini and the exact
+command line are kept in `repro/` beside the cell's outputs to reproduce it outside the sweep.
+
+All numbers are Vela's *compiler estimates* (its performance model), not measurements.
+Cell figures from several partitions: the partitions run one after another, so cycles,
+MACs, inference time and off-chip/flash traffic add up, while the SRAM arena is reused
+by each in turn, so the cell's SRAM need is the largest partition's. Weights and command
+streams are stored side by side, so flash and DRAM use add up.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import logging
-import subprocess
-import sys
+import shlex
+import shutil
 import tempfile
 from pathlib import Path
 
-from ethosweep.compile_spec import standalone_vela_args
-from ethosweep.integrity import verify
-from ethosweep.io import atomic_write_text, read_json, write_json
+from ethosweep import targets as tg
+from ethosweep.compile_spec import cell_compile_specs, config_ini, vela_flags
 from ethosweep.errors import StageError
+from ethosweep.integrity import verify
+from ethosweep.io import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ethosweep.isolation import ToolCrashed, ToolFailed, call_in_child
 from ethosweep.provenance import tool_versions
 
 log = logging.getLogger(__name__)
@@ -41,33 +54,13 @@ PEAK = ("sram_memory_used",)
 SHARED = ("accelerator_configuration", "system_config", "memory_mode", "core_clock", "arena_cache_size",
           "weights_storage_area", "feature_map_storage_area")
 
-
-class VelaStageError(StageError):
-    pass
-
-
-def run_vela(tosa: Path, args: list[str], output_dir: Path) -> tuple[dict, list[dict]]:
-    """Run `vela` on one TOSA file; return (summary row, per-layer rows)."""
-    command = [sys.executable, "-m", "ethosu.vela", str(tosa), *args,
-               f"--output-dir={output_dir}", "--output-format=raw", "--verbose-performance"]
-    log.info("running: %s", " ".join(command[1:]))
-    proc = subprocess.run(command, capture_output=True, text=True)
-    sys.stdout.write(proc.stdout)
-    sys.stdout.flush()
-    if proc.returncode != 0:
-        raise VelaStageError(f"Vela failed on {tosa.name}: {_last_error_line(proc.stderr or proc.stdout)}")
-    stem = tosa.stem
-    summary_files = sorted(output_dir.glob(f"{stem}_summary_*.csv"))
-    per_layer_file = output_dir / f"{stem}_per-layer.csv"
-    if not summary_files or not per_layer_file.exists():
-        raise VelaStageError(f"Vela wrote no performance report for {tosa.name} (looked in {output_dir})")
-    return read_summary(summary_files[0]), read_per_layer(per_layer_file)
+# Added to the cell's flags for this run only: the per-layer CSV. It changes no byte of
+# Vela's output (checked in tests/test_compile_once.py), and the .pte records the flags
+# without it, as aot_arm_compiler's does.
+REPORT_FLAGS = ("--verbose-performance",)
 
 
-def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line or "error" in line]
-    return (errors or lines or ["no output"])[-1]
+# ---- Vela's reports -----------------------------------------------------------------
 
 
 def read_summary(path: Path) -> dict:
@@ -114,49 +107,6 @@ def mac_utilisation(macs: int, cycles: int, accelerator: str | None) -> float | 
     return macs / (cycles * peak) if cycles else None
 
 
-def vela_cell(
-    tosa_dir: str,
-    meta: str,
-    target: str,
-    system_config: str,
-    memory_mode: str,
-    vela: dict,
-    summary: str,
-    per_layer: str,
-) -> dict:
-    """Run Vela on every partition of a cell; write the aggregated summary and per-layer CSV."""
-    recorded = read_json(meta)["partitions"]
-    args = standalone_vela_args(target, system_config, memory_mode, vela)
-    partitions, layers = [], []
-    with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
-        for index, partition in enumerate(recorded):
-            tosa = Path(tosa_dir) / partition["tosa"]
-            verify(tosa, partition["tosa_bytes"], partition["tosa_sha256"], "the lower stage")
-            row, layer_rows = run_vela(tosa, args, Path(tmp) / tosa.stem)
-            row["partition"] = index
-            partitions.append(row)
-            layers.extend({"partition": index, **layer} for layer in layer_rows)
-    cell = aggregate(partitions)
-    record = {
-        "source": "Vela compiler estimate (not a measurement)",
-        "vela_args": args,
-        "cell": cell,
-        "partitions": partitions,
-        "versions": tool_versions(),
-    }
-    atomic_write_text(per_layer, _layers_csv(layers))
-    write_json(summary, record)
-    if cell:
-        log.info(
-            "Vela estimate: %d cycles total (%d NPU), %.3f ms, SRAM %.1f KiB, off-chip flash %.1f KiB, %d MACs",
-            cell["cycles_total"], cell["cycles_npu"], cell["inference_time_ms"], cell["sram_memory_used"],
-            cell["off_chip_flash_memory_used"], cell["nn_macs"],
-        )
-    else:
-        log.info("no delegated partitions: nothing runs on the NPU")
-    return record
-
-
 def _layers_csv(rows: list[dict]) -> str:
     if not rows:
         return "partition\n"
@@ -166,3 +116,187 @@ def _layers_csv(rows: list[dict]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+# ---- compiling a partition ----------------------------------------------------------------
+
+
+def _vela_in_child(tosa: bytes, flags: list[str], workdir: str) -> bytes:
+    """Runs in the forked child: ExecuTorch's vela_compile, reports left in `workdir`/output."""
+    from executorch.backends.arm.arm_vela import vela_compile
+
+    result = vela_compile(tosa, [*flags, *REPORT_FLAGS], intermediate_path=workdir)
+    if result.external_blocks:  # only with compile-spec block placements, which ethosweep never sets
+        raise StageError("Vela returned external blocks; ethosweep keeps every payload inline")
+    return result.processed_bytes
+
+
+def compile_partition(tosa: bytes, flags: list[str], workdir: Path, what: str) -> tuple[bytes, dict, list[dict]]:
+    """Vela on one partition's TOSA: (payload, summary row, per-layer rows)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    payload = call_in_child(_vela_in_child, tosa, flags, str(workdir), what=what)
+    (summary_file,) = sorted((workdir / "output").glob("out_summary_*.csv"))
+    return payload, read_summary(summary_file), read_per_layer(workdir / "output" / "out_per-layer.csv")
+
+
+# ---- the cell's .pte --------------------------------------------------------------------
+
+
+def template_partitions(template: bytes) -> list[bytes]:
+    """Each delegate's payload in the template (its TOSA), in execution order."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(template).program
+    return [bytes(program.backend_delegate_data[d.processed.index].data)
+            for plan in program.execution_plan for d in plan.delegates]
+
+
+def assemble_pte(template: bytes, payloads: list[bytes], compile_specs: list[tuple[str, bytes]]) -> bytes:
+    """The template with each delegate's payload and compile specs replaced, serialised.
+
+    Delegate data is shared between delegates with identical payloads, in order of first
+    use, as ExecuTorch's emitter does (it keys them by a hash of the payload).
+    """
+    from executorch.exir import schema
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    pte = deserialize_pte_binary(template)
+    program = pte.program
+    delegates = [d for plan in program.execution_plan for d in plan.delegates]
+    if len(delegates) != len(payloads):
+        raise StageError(f"the template has {len(delegates)} delegates, but {len(payloads)} payloads were compiled")
+    index_of: dict[bytes, int] = {}
+    data = []
+    for delegate, payload in zip(delegates, payloads):
+        key = hashlib.sha256(payload).digest()
+        if key not in index_of:
+            index_of[key] = len(data)
+            data.append(schema.BackendDelegateInlineData(data=payload))
+        delegate.processed = schema.BackendDelegateDataReference(location=delegate.processed.location,
+                                                                 index=index_of[key])
+        delegate.compile_specs = [schema.CompileSpec(key=k, value=v) for k, v in compile_specs]
+    program.backend_delegate_data = data
+    return bytes(serialize_pte_binary(pte))
+
+
+# ---- reproducers ------------------------------------------------------------------------
+
+
+def vela_ini_path(vela: dict) -> Path:
+    """The vela.ini file the cell's flags name: a user's file, or the one inside Vela."""
+    if vela.get("config"):
+        return Path(vela["config"])
+    return tg.builtin_vela_ini_path()
+
+
+def write_reproducer(folder: Path, tosa: bytes, index: int, flags: list[str], vela: dict, reason: str) -> Path:
+    """The partition's TOSA, the vela.ini and the command line that reproduce a Vela failure."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    tosa_name = f"partition_{index}.tosa"
+    (folder / tosa_name).write_bytes(tosa)
+    shutil.copyfile(vela_ini_path(vela), folder / "vela.ini")
+    args = [f"--config=./vela.ini" if f.startswith("--config=") else f for f in flags]
+    command = ["vela", tosa_name, *args, "--output-dir=output", *REPORT_FLAGS]
+    versions = tool_versions()
+    (folder / "command.sh").write_text("#!/bin/sh\n# Reproduces the Vela failure below; run it in this folder.\n"
+                                       f"cd \"$(dirname \"$0\")\"\n{shlex.join(command)}\n")
+    (folder / "command.sh").chmod(0o755)
+    (folder / "README.txt").write_text(
+        f"Vela {versions['vela']} failed on this partition: {reason}\n\n"
+        "To reproduce it outside ethosweep, with the same ethos-u-vela version installed "
+        "(in this repository: `uv run sh command.sh`):\n\n"
+        f"    cd {folder}\n    {shlex.join(command)}\n\n"
+        f"Files: {tosa_name} (the partition's TOSA, as ExecuTorch {versions['executorch']} lowered it), "
+        "vela.ini (the system configs and memory modes used), command.sh (the command above).\n"
+        "Attach this folder to a report at https://gitlab.arm.com/artificial-intelligence/ethos-u/ethos-u-vela/-/issues\n")
+    return folder
+
+
+# ---- the stage ------------------------------------------------------------------------
+
+
+def compile_cell(
+    template: str,
+    lower_meta: str,
+    target: str,
+    system_config: str,
+    memory_mode: str,
+    vela: dict,
+    pte: str,
+    summary: str,
+    per_layer: str,
+    meta: str,
+    repro: str,
+) -> dict:
+    """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
+
+    `repro`: the folder a Vela failure leaves its reproducer in (removed after a success).
+    """
+    lowered = read_json(lower_meta)
+    template_bytes = verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
+    tosas = template_partitions(template_bytes)
+    flags = vela_flags(target, system_config, memory_mode, vela)
+    where = f"{target} / {memory_mode}" + (f" ({system_config})" if system_config != tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)] else "")
+    payloads, rows, layers, compiled = [], [], [], {}
+    with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
+        for index, tosa in enumerate(tosas):
+            key = hashlib.sha256(tosa).hexdigest()
+            if key not in compiled:  # a partition identical to an earlier one compiles identically
+                try:
+                    compiled[key] = compile_partition(tosa, flags, Path(tmp) / f"partition_{index}",
+                                                      what=f"Vela on partition {index}")
+                except (ToolCrashed, ToolFailed) as error:
+                    raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela) from error
+            payload, row, layer_rows = compiled[key]
+            payloads.append(payload)
+            rows.append({**row, "partition": index})
+            layers.extend({"partition": index, **layer} for layer in layer_rows)
+    pte_bytes = assemble_pte(template_bytes, payloads, cell_compile_specs(target, system_config, memory_mode, vela))
+    shutil.rmtree(repro, ignore_errors=True)  # a reproducer of an earlier failure no longer applies
+
+    cell = aggregate(rows)
+    atomic_write_text(per_layer, _layers_csv(layers))
+    write_json(summary, {"source": "Vela compiler estimate (not a measurement)", "vela_flags": flags, "cell": cell,
+                         "partitions": rows, "versions": tool_versions()})
+    atomic_write_bytes(pte, pte_bytes)
+    record = {
+        "target": target,
+        "system_config": system_config,
+        "memory_mode": memory_mode,
+        "vela_options": vela,
+        "vela_flags": flags,
+        "pte_bytes": len(pte_bytes),
+        "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
+        "planned_buffer_bytes": lowered["planned_buffer_bytes"],
+        "template_sha256": lowered["template_sha256"],
+        "partitions": [{"index": i, "tosa_sha256": hashlib.sha256(t).hexdigest(), "payload_bytes": len(p)}
+                       for i, (t, p) in enumerate(zip(tosas, payloads))],
+        "delegated": lowered["delegated"],
+        "versions": tool_versions(),
+    }
+    write_json(meta, record)
+    if cell:
+        log.info(
+            "Vela estimate: %d cycles total (%d NPU), %.3f ms, SRAM %.1f KiB, off-chip flash %.1f KiB, %d MACs; .pte %d bytes",
+            cell["cycles_total"], cell["cycles_npu"], cell["inference_time_ms"], cell["sram_memory_used"],
+            cell["off_chip_flash_memory_used"], cell["nn_macs"], len(pte_bytes),
+        )
+    else:
+        log.info("no delegated partitions: nothing runs on the NPU; .pte %d bytes", len(pte_bytes))
+    return record
+
+
+class VelaFailure(StageError):
+    pass
+
+
+def _vela_failure(error: StageError, index: int, where: str, repro: Path, tosa: bytes, flags: list[str],
+                  vela: dict) -> VelaFailure:
+    """The one-line failure of a cell's Vela run, after leaving a reproducer."""
+    if isinstance(error, ToolCrashed):
+        reason = f"Vela crashed ({error.signal_name}) compiling partition {index} for {where}"
+    else:
+        reason = f"Vela failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
+    folder = write_reproducer(repro, tosa, index, flags, vela, reason)
+    return VelaFailure(f"{reason} (reproducer: {folder}/)")

@@ -12,9 +12,10 @@ NPU path and the quantized model in output quantization steps (ExecuTorch's own 
 require at most 1), cosine similarity and SNR against float, and per-layer SNR of the
 quantized model against float to locate where accuracy is lost.
 
-Keyed by (model, scheme, TOSA profile): the TOSA the NPU runs depends on nothing else
-(Vela compiles it per cell, but the graph it compiles is the same); each partition's
-sha256 is recorded and the summary checks it against every cell's own TOSA files.
+Keyed by (model, scheme, TOSA profile), like the lower stage whose edge program it runs:
+the TOSA the NPU runs depends on nothing else (Vela compiles it per cell, but the graph it
+compiles is the same); each partition's sha256 is recorded and the summary checks it
+against the TOSA every cell's .pte was compiled from.
 """
 
 from __future__ import annotations
@@ -33,50 +34,15 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile_spec import PROFILE_TARGET, ethosu_compile_spec
 from ethosweep.datasets import load_splits
 from ethosweep.export import load_tensors
-from ethosweep.io import atomic_write_bytes, write_json
+from ethosweep.integrity import verify as verify_artifact
+from ethosweep.io import atomic_write_bytes, read_json, write_json
+from ethosweep.lower import load_edge
 from ethosweep.provenance import tool_versions
 from ethosweep.quantize import load_quantized
-from ethosweep import targets as tg
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def vela_replaced_by_tosa():
-    """Lower without Vela: each delegate's payload becomes its TOSA flatbuffer.
-
-    The lowered graph's structure (partitions, CPU operators) does not depend on Vela's
-    output, so this gives the same graph as the lower stage in a fraction of the time,
-    with the TOSA of every partition at hand for the reference model.
-    """
-    from executorch.backends.arm.arm_vela import VelaCompileResult
-    from executorch.backends.arm.ethosu import backend as ethosu_backend
-
-    original = ethosu_backend.vela_compile
-    ethosu_backend.vela_compile = lambda tosa, args, **kwargs: VelaCompileResult(bytes(tosa))
-    try:
-        yield
-    finally:
-        ethosu_backend.vela_compile = original
-
-
-def lower_for_reference(quantized_program, profile: str):
-    """The lowered graph module whose delegates carry TOSA flatbuffers."""
-    from executorch.backends.arm.ethosu import EthosUPartitioner
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-
-    target = PROFILE_TARGET[profile]
-    spec = ethosu_compile_spec(target, tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)], "Shared_Sram", {})
-    with vela_replaced_by_tosa():
-        edge = to_edge_transform_and_lower(
-            quantized_program,
-            partitioner=[EthosUPartitioner(spec)],
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        )
-    return edge.exported_program().module()
 
 
 class NpuInterpreter(torch.fx.Interpreter):
@@ -265,7 +231,8 @@ def verify_numerics(
     program: str,
     quantized: str,
     inputs: str,
-    profile: str,
+    edge: str,
+    lower_meta: str,
     report: str,
     bundle_io: str,
     dataset=None,
@@ -281,10 +248,12 @@ def verify_numerics(
     float_module = torch.export.load(program).module()
     quant_module = load_quantized(quantized).module()
     example_inputs = load_tensors(inputs)
-    npu_module = lower_for_reference(load_quantized(quantized), profile)
+    lowered = read_json(lower_meta)
+    verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
+    npu_module = load_edge(edge).module()
     scales = output_scales(npu_module)
     samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, random_samples)
-    lowered_in = time.perf_counter() - started
+    loaded_in = time.perf_counter() - started
 
     float_out, quant_out, npu_out = [], [], []
     with torch.no_grad():
@@ -316,7 +285,7 @@ def verify_numerics(
         "layers": layers,
         "tosa_partitions": [{"index": i, "tosa_sha256": hashlib.sha256(b).hexdigest()} for i, b in enumerate(tosa_partitions(npu_module))],
         "thresholds": {"min_agreement": min_agreement, "max_error_steps": max_error_steps},
-        "seconds": {"lower_without_vela": round(lowered_in, 2), "total": round(time.perf_counter() - started, 2)},
+        "seconds": {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)},
         "versions": tool_versions(),
     }
     buffer = io.BytesIO()

@@ -53,6 +53,7 @@ PRELOAD = (
     "torchvision",
     "torchao.quantization.pt2e.quantize_pt2e",
     "executorch.exir",
+    "executorch.exir.serde.serialize",
     "executorch.backends.arm.ethosu",
     "executorch.backends.arm.quantizer",
     "executorch.backends.cortex_m.passes.replace_quant_nodes_pass",

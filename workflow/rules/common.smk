@@ -50,6 +50,12 @@ if SWEEP.cpu_cells:
 
 # The path of a cell below each stage's folder (see Cell.id).
 CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}"
+# What quantize, lower and verify are keyed by: every cell of a model, scheme and TOSA
+# profile (u55: Ethos-U55 and -U65, u85: Ethos-U85) shares their outputs.
+PROFILE = "{model}/{quant}/{tosa_profile}"
+# The lower stage's outputs per profile, and the vela stage's per cell (the cell's .pte).
+LOWERED = f"results/lower/{PROFILE}"
+COMPILED = f"results/vela/{CELL}"
 
 
 def _alternatives(values):
@@ -147,14 +153,20 @@ def numerics(key):
     return SWEEP.numerics[key]
 
 
-def bundle_test_data(wildcards):
-    profile = ethosweep_targets.tosa_profile(wildcards.target)
-    return f"results/verify/{wildcards.model}/{wildcards.quant}/{profile}/bundle_io.pt"
+def of_profile(pattern):
+    """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
+
+    def path(wildcards):
+        return pattern.format(model=wildcards.model, quant=wildcards.quant,
+                              tosa_profile=ethosweep_targets.tosa_profile(wildcards.target))
+
+    return path
 
 
-def quantized_program(wildcards):
-    profile = ethosweep_targets.tosa_profile(wildcards.target)
-    return f"results/quantize/{wildcards.model}/{wildcards.quant}/{profile}/quantized.pt2"
+def cell_repro_folder(wildcards):
+    """Where a failed Vela run of the cell leaves its reproducer (not an output: Snakemake
+    deletes a failed job's outputs, and this is what the user needs after a failure)."""
+    return f"{COMPILED}/repro".format(**wildcards)
 
 
 def cell_vela_options(wildcards):
@@ -175,11 +187,6 @@ def cell_params(wildcards):
     return cell_record(cell_of(wildcards))
 
 
-def verify_report_of_cell(wildcards):
-    profile = ethosweep_targets.tosa_profile(wildcards.target)
-    return f"results/verify/{wildcards.model}/{wildcards.quant}/{profile}/verify.json"
-
-
 def _siblings(wildcards):
     """The other memory modes of this cell's model, scheme, target and system config."""
     cell = cell_of(wildcards)
@@ -188,7 +195,7 @@ def _siblings(wildcards):
 
 
 def sibling_vela_summaries(wildcards):
-    return [f"results/vela/{c.id}/summary.json" for c in _siblings(wildcards)]
+    return [f"{COMPILED}/summary.json".format(**_cell_fields(c)) for c in _siblings(wildcards)]
 
 
 def sibling_memory_modes(wildcards):
@@ -206,7 +213,7 @@ def header_symbol(wildcards):
 SUMMARY = "results/summary.csv"
 
 
-VERIFY = "results/verify/{model}/{quant}/{tosa_profile}"
+VERIFY = f"results/verify/{PROFILE}"
 
 
 def all_outputs():
@@ -216,8 +223,8 @@ def all_outputs():
     return [
         SUMMARY,
         "results/report/index.html",
-        *cell_paths(f"results/lower/{CELL}/model.pte"),
-        *cell_paths(f"results/vela/{CELL}/summary.json"),
+        *cell_paths(f"{COMPILED}/model.pte"),
+        *cell_paths(f"{COMPILED}/summary.json"),
         *cell_paths(f"results/header/{CELL}/model_pte.h"),
         *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json")),
         *bundles,
@@ -278,6 +285,13 @@ FIRMWARE_PLAN = "results/firmware/{target}/{system_config}/{memory_mode}/plan.js
 FIRMWARE_ELF = "results/firmware/{target}/{system_config}/{memory_mode}/arm_executor_runner"
 
 
+def fvp_program(wildcards):
+    """What the FVP hands the runner: the BundleIO program with `numerics.bundleio`, else the .pte."""
+    if numerics("bundleio"):
+        return f"results/bundle/{CELL}/model.bpte".format(**wildcards)
+    return f"{COMPILED}/model.pte".format(**wildcards)
+
+
 def fvp_cells():
     """The cells this machine can run on an FVP (firmware buildable, the family's FVP found)."""
     if not SDK.firmware_ready():
@@ -307,11 +321,11 @@ def stop_warm_worker():
 STAGE_LOGS = (
     ("train", "logs/train/{model}.log"),
     ("export", "logs/export/{model}.log"),
-    ("quantize", "logs/quantize/{model}/{quant}/{tosa_profile}.log"),
-    ("lower", f"logs/lower/{CELL}.log"),
+    ("quantize", f"logs/quantize/{PROFILE}.log"),
+    ("lower", f"logs/lower/{PROFILE}.log"),
     ("vela", f"logs/vela/{CELL}.log"),
     ("header", f"logs/header/{CELL}.log"),
-    ("verify", "logs/verify/{model}/{quant}/{tosa_profile}.log"),
+    ("verify", f"logs/verify/{PROFILE}.log"),
 )
 
 
@@ -322,10 +336,10 @@ def summarize_after_failure():
     for cell in SWEEP.cells:
         fields = {**_cell_fields(cell), "tosa_profile": cell.tosa_profile}
         paths = {
-            "lower_meta": f"results/lower/{CELL}/lower.json".format(**fields),
-            "delegation": f"results/lower/{CELL}/delegation.json".format(**fields),
-            "vela_summary": f"results/vela/{CELL}/summary.json".format(**fields),
-            "pte": f"results/lower/{CELL}/model.pte".format(**fields),
+            "compile_meta": f"{COMPILED}/compile.json".format(**fields),
+            "delegation": f"{LOWERED}/delegation.json".format(**fields),
+            "vela_summary": f"{COMPILED}/summary.json".format(**fields),
+            "pte": f"{COMPILED}/model.pte".format(**fields),
             "header": f"results/header/{CELL}/model_pte.h".format(**fields),
             "verify_report": f"{VERIFY}/verify.json".format(**fields),
         }

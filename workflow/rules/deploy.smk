@@ -1,10 +1,10 @@
 # One bundle per board and cell of that board (`boards:` in the config).
 rule bundle_deployment:
     input:
-        pte=f"results/lower/{CELL}/model.pte",
+        pte=f"{COMPILED}/model.pte",
         header=f"results/header/{CELL}/model_pte.h",
-        meta=f"results/lower/{CELL}/lower.json",
-        vela_summary=f"results/vela/{CELL}/summary.json",
+        meta=f"{COMPILED}/compile.json",
+        vela_summary=f"{COMPILED}/summary.json",
     output:
         bundle=directory(f"results/deploy/{{board}}/{CELL}"),
     log:

@@ -21,8 +21,8 @@ rule check_sdk:
 rule plan_firmware:
     input:
         sdk="results/firmware/sdk.json",
-        pte=runner_cell_paths(f"results/lower/{CELL}/model.pte"),
-        lower_meta=runner_cell_paths(f"results/lower/{CELL}/lower.json"),
+        pte=runner_cell_paths(f"{COMPILED}/model.pte"),
+        compile_meta=runner_cell_paths(f"{COMPILED}/compile.json"),
         inputs=runner_cell_paths("results/export/{model}/inputs.pt"),
     output:
         plan=f"results/firmware/{RUNNER}/plan.json",
@@ -67,8 +67,7 @@ rule run_fvp:
     input:
         elf=f"results/firmware/{RUNNER}/arm_executor_runner",
         plan=f"results/firmware/{RUNNER}/plan.json",
-        program=lambda w: f"results/bundle/{CELL}/model.bpte".format(**w) if numerics("bundleio")
-        else f"results/lower/{CELL}/model.pte".format(**w),
+        program=fvp_program,
     output:
         run=f"results/run/{CELL}/run.json",
         uart=f"results/run/{CELL}/uart.log",
@@ -95,8 +94,8 @@ rule run_fvp:
 rule link_npu_runner:
     input:
         install="results/firmware/executorch/cortex-m55/install",
-        pte=f"results/lower/{CELL}/model.pte",
-        meta=f"results/lower/{CELL}/lower.json",
+        pte=f"{COMPILED}/model.pte",
+        meta=f"{COMPILED}/compile.json",
         plan=FIRMWARE_PLAN,
     output:
         elf=ensure(f"{NPU_RUNNER}/runner.elf", non_empty=True),

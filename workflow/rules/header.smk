@@ -1,7 +1,7 @@
 rule write_header:
     input:
-        pte=f"results/lower/{CELL}/model.pte",
-        meta=f"results/lower/{CELL}/lower.json",
+        pte=f"{COMPILED}/model.pte",
+        meta=f"{COMPILED}/compile.json",
     output:
         header=ensure(f"results/header/{CELL}/model_pte.h", non_empty=True),
     log:

@@ -1,22 +1,21 @@
-rule lower_to_pte:
+# One lowering per model, scheme and TOSA profile (u55: Ethos-U55 and -U65, u85: Ethos-U85),
+# shared by every cell with that profile: the partitioning and the TOSA do not depend on the
+# cell (see ethosweep/lower.py). Per cell only Vela and the .pte's assembly remain (vela.smk).
+rule lower_to_tosa:
     input:
-        quantized=quantized_program,
-        vela_ini=custom_vela_ini,
+        quantized=f"results/quantize/{PROFILE}/quantized.pt2",
     output:
-        pte=ensure(f"results/lower/{CELL}/model.pte", non_empty=True),
-        tosa=directory(f"results/lower/{CELL}/tosa"),
-        delegation=f"results/lower/{CELL}/delegation.json",
-        meta=f"results/lower/{CELL}/lower.json",
+        template=ensure(f"{LOWERED}/template.pte", non_empty=True),
+        tosa=directory(f"{LOWERED}/tosa"),
+        edge=f"{LOWERED}/edge.pt2",
+        delegation=f"{LOWERED}/delegation.json",
+        meta=f"{LOWERED}/lower.json",
     log:
-        f"logs/lower/{CELL}.log",
+        f"logs/lower/{PROFILE}.log",
     benchmark:
-        f"benchmarks/lower/{CELL}.tsv"
+        f"benchmarks/lower/{PROFILE}.tsv"
     params:
-        vela=cell_vela_options,
         code=code_version("ethosweep.lower"),
-    # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
-    group:
-        "cell"
     threads: 1
     resources:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident

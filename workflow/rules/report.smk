@@ -2,11 +2,11 @@
 # rebuilt only when its own inputs change (a cell's detail from that cell's files).
 rule report_cell:
     input:
-        per_layer=f"results/vela/{CELL}/per_layer.csv",
-        vela_summary=f"results/vela/{CELL}/summary.json",
-        delegation=f"results/lower/{CELL}/delegation.json",
-        lower_meta=f"results/lower/{CELL}/lower.json",
-        verify_report=verify_report_of_cell,
+        per_layer=f"{COMPILED}/per_layer.csv",
+        vela_summary=f"{COMPILED}/summary.json",
+        delegation=of_profile(f"{LOWERED}/delegation.json"),
+        compile_meta=f"{COMPILED}/compile.json",
+        verify_report=of_profile(f"{VERIFY}/verify.json"),
         siblings=sibling_vela_summaries,
     output:
         fragment=report(

@@ -1,9 +1,9 @@
 rule summarize_sweep:
     input:
-        lower_meta=cell_paths(f"results/lower/{CELL}/lower.json"),
-        delegation=cell_paths(f"results/lower/{CELL}/delegation.json"),
-        vela_summary=cell_paths(f"results/vela/{CELL}/summary.json"),
-        pte=cell_paths(f"results/lower/{CELL}/model.pte"),
+        compile_meta=cell_paths(f"{COMPILED}/compile.json"),
+        delegation=cell_paths(f"{LOWERED}/delegation.json"),
+        vela_summary=cell_paths(f"{COMPILED}/summary.json"),
+        pte=cell_paths(f"{COMPILED}/model.pte"),
         header=cell_paths(f"results/header/{CELL}/model_pte.h"),
         verify_report=cell_paths(f"{VERIFY}/verify.json"),
         firmware_plan=cell_paths(FIRMWARE_PLAN),

@@ -1,25 +1,31 @@
-# Standalone Vela on each partition's TOSA (no torch: well under a second per partition).
-rule run_vela:
+# Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
+# and options (ExecuTorch's own Vela entry point), and the cell's .pte assembled from the
+# profile's template (see ethosweep/vela.py). A cell's only compile work.
+rule compile_with_vela:
     input:
-        tosa=f"results/lower/{CELL}/tosa",
-        meta=f"results/lower/{CELL}/lower.json",
+        template=of_profile(f"{LOWERED}/template.pte"),
+        lower_meta=of_profile(f"{LOWERED}/lower.json"),
         vela_ini=custom_vela_ini,
     output:
-        summary=f"results/vela/{CELL}/summary.json",
-        per_layer=f"results/vela/{CELL}/per_layer.csv",
+        pte=ensure(f"{COMPILED}/model.pte", non_empty=True),
+        summary=f"{COMPILED}/summary.json",
+        per_layer=f"{COMPILED}/per_layer.csv",
+        meta=f"{COMPILED}/compile.json",
     log:
         f"logs/vela/{CELL}.log",
     benchmark:
         f"benchmarks/vela/{CELL}.tsv"
     params:
         vela=cell_vela_options,
+        repro=cell_repro_folder,
         code=code_version("ethosweep.vela"),
     # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
     threads: 1
     resources:
-        mem_mb=500,
+        # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
+        mem_mb=1500,
     conda:
         "../../envs/ethosweep.yaml"
     script:

@@ -1,19 +1,22 @@
 # Numerics on data: float vs quantized PyTorch vs the TOSA reference model (what the NPU
-# computes). One job per model, scheme and TOSA profile: every cell with that profile
-# compiles the same TOSA (the summary checks each cell's TOSA sha256 against it).
+# computes), on the lower stage's edge program. One job per model, scheme and TOSA profile:
+# every cell with that profile compiles the same TOSA (the summary checks each cell's TOSA
+# sha256 against it).
 rule verify_numerics:
     input:
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
-        quantized="results/quantize/{model}/{quant}/{tosa_profile}/quantized.pt2",
+        quantized=f"results/quantize/{PROFILE}/quantized.pt2",
+        edge=f"{LOWERED}/edge.pt2",
+        lower_meta=f"{LOWERED}/lower.json",
         dataset=model_dataset_files,
     output:
-        report="results/verify/{model}/{quant}/{tosa_profile}/verify.json",
-        bundle_io="results/verify/{model}/{quant}/{tosa_profile}/bundle_io.pt",
+        report=f"{VERIFY}/verify.json",
+        bundle_io=f"{VERIFY}/bundle_io.pt",
     log:
-        "logs/verify/{model}/{quant}/{tosa_profile}.log",
+        f"logs/verify/{PROFILE}.log",
     benchmark:
-        "benchmarks/verify/{model}/{quant}/{tosa_profile}.tsv"
+        f"benchmarks/verify/{PROFILE}.tsv"
     params:
         dataset=model_dataset,
         seed=SWEEP.seed,
@@ -35,9 +38,9 @@ rule verify_numerics:
 # Only requested with `numerics: {bundleio: true}`.
 rule bundle_program:
     input:
-        pte=f"results/lower/{CELL}/model.pte",
-        meta=f"results/lower/{CELL}/lower.json",
-        bundle_io=bundle_test_data,
+        pte=f"{COMPILED}/model.pte",
+        meta=f"{COMPILED}/compile.json",
+        bundle_io=of_profile(f"{VERIFY}/bundle_io.pt"),
     output:
         bpte=f"results/bundle/{CELL}/model.bpte",
     log:

@@ -6,7 +6,7 @@ run_stage(
     executorch_src=snakemake.params.executorch_src,
     install_dir=snakemake.input.install,
     pte=snakemake.input.pte,
-    lower_meta=snakemake.input.meta,
+    compile_meta=snakemake.input.meta,
     plan=snakemake.input.plan,
     cell=snakemake.params.cell,
     target=snakemake.wildcards.target,

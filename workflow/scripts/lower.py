@@ -2,14 +2,12 @@ from ethosweep.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.lower:lower_cell",
+    "ethosweep.lower:lower_to_tosa",
     quantized=snakemake.input.quantized,
-    target=snakemake.wildcards.target,
-    system_config=snakemake.wildcards.system_config,
-    memory_mode=snakemake.wildcards.memory_mode,
-    vela=snakemake.params.vela,
-    pte=snakemake.output.pte,
+    profile=snakemake.wildcards.tosa_profile,
+    template=snakemake.output.template,
     tosa_dir=snakemake.output.tosa,
+    edge=snakemake.output.edge,
     delegation=snakemake.output.delegation,
     meta=snakemake.output.meta,
 )

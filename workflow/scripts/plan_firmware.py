@@ -8,7 +8,7 @@ run_stage(
     memory_mode=snakemake.wildcards.memory_mode,
     cells=snakemake.params.cells,
     pte=list(snakemake.input.pte),
-    lower_meta=list(snakemake.input.lower_meta),
+    compile_meta=list(snakemake.input.compile_meta),
     inputs=list(snakemake.input.inputs),
     sdk=snakemake.input.sdk,
     sdk_config=snakemake.params.sdk_config,

@@ -7,7 +7,7 @@ run_stage(
     per_layer=snakemake.input.per_layer,
     vela_summary=snakemake.input.vela_summary,
     delegation=snakemake.input.delegation,
-    lower_meta=snakemake.input.lower_meta,
+    compile_meta=snakemake.input.compile_meta,
     verify_report=snakemake.input.verify_report,
     siblings=dict(zip(snakemake.params.sibling_modes, snakemake.input.siblings, strict=True)),
     fragment=snakemake.output.fragment,

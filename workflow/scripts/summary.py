@@ -4,7 +4,7 @@ run_stage(
     snakemake,
     "ethosweep.summary:summarize",
     cells=snakemake.params.cells,
-    lower_meta=list(snakemake.input.lower_meta),
+    compile_meta=list(snakemake.input.compile_meta),
     delegation=list(snakemake.input.delegation),
     vela_summary=list(snakemake.input.vela_summary),
     pte=list(snakemake.input.pte),
