@@ -1,0 +1,200 @@
+"""Compile once per TOSA profile, Vela per cell: what it saves, on the same machine in one run.
+
+    uv run python benchmarks/compile_once.py                    # both parts, ~35 minutes on 2 cores
+    uv run python benchmarks/compile_once.py --part default     # the default matrix, before / after
+    uv run python benchmarks/compile_once.py --part design      # the design-space sweep
+
+Part 1, the default matrix cold (config/config.yaml as a new user runs it), twice from empty
+results: with the workflow as it was before compile-once (`--before`, the last commit that lowered
+every cell with Vela inside ExecuTorch's lowering, checked out into a temporary directory) and with
+this checkout. Prints both times and their ratio, then checks that nothing was done less: every
+cell's .pte is byte-identical between the two runs, and `ethosweep compare` of the two summaries
+finds no cycle, size or accuracy delta.
+
+Part 2, a design-space sweep: 3 models (mnist, resnet8, mobilenet_v1_025) x all 11 Ethos-U
+configurations x every memory mode Vela accepts for each (U55: 2, U65 and U85: 6; 50 cells a
+model). A first run with one cell per (model, TOSA profile) lowers, quantizes and verifies
+everything the cells share; then the full space is added and timed: the marginal cost of a cell
+whose profile is already lowered. Against it: Vela alone, the `vela` command on every partition
+of the same cells with the same flags, as many at a time as the sweep's --cores. Prints both per
+cell and their ratio.
+
+Vela's cycle counts are compiler estimates; here they only serve as a fingerprint of the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ethosweep.cli import compare  # noqa: E402
+from ethosweep.compile_spec import vela_flags  # noqa: E402
+from ethosweep.config import build_sweep  # noqa: E402
+from ethosweep.summary import read_summary_csv  # noqa: E402
+from ethosweep.targets import TARGETS  # noqa: E402
+
+# The last commit whose workflow lowered every cell on its own (lower_to_pte, then run_vela).
+BEFORE = "3bfdf9e"
+DESIGN_MODELS = ("mnist", "resnet8", "mobilenet_v1_025")
+ALL_MEMORY_MODES = ["Shared_Sram", "Sram_Only", "Dedicated_Sram", "Dedicated_Sram_256KB", "Dedicated_Sram_384KB",
+                    "Dedicated_Sram_512KB"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["default", "design", "both"], default="both")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--before", default=BEFORE, help="the commit to compare with (default: %(default)s)")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
+    args = parser.parse_args()
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-compile-once-"))
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
+          f"--cores {args.cores}; workdir {root}\n", flush=True)
+    failed = False
+    if args.part in ("default", "both"):
+        failed |= default_matrix(root, args.cores, args.before)
+    if args.part in ("design", "both"):
+        failed |= design_space(root, args.cores)
+    sys.exit(1 if failed else 0)
+
+
+# ---- part 1: the default matrix, before and after ---------------------------------------------
+
+
+def default_matrix(root: Path, cores: int, before: str) -> bool:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    sweep = build_sweep(config, REPO)
+    print(f"default matrix: {sweep.describe().removeprefix('ethosweep: ')}", flush=True)
+    old_src = checkout(before, root / "before-src")
+    old = make_workdir(root / "before", config)
+    new = make_workdir(root / "after", config)
+    before_s = timed(f"before ({before}), cold", lambda: snakemake(old, cores, old_src))
+    after_s = timed("after (this checkout), cold", lambda: snakemake(new, cores, REPO))
+    print(f"after / before                    {after_s / before_s:6.2f}   (target <= 0.45)")
+
+    problems = []
+    for cell in sweep.cells:
+        old_pte, new_pte = old / "results/lower" / cell.id / "model.pte", new / "results/vela" / cell.id / "model.pte"
+        if not old_pte.is_file() or old_pte.read_bytes() != new_pte.read_bytes():
+            problems.append(f"{cell.id}: the .pte differs")
+    result = compare(read_summary_csv(old / "results/summary.csv"), read_summary_csv(new / "results/summary.csv"))
+    problems += [f"{' / '.join(k for k in key if k)}: {deltas}" for key, deltas in result["changed"]]
+    problems += [f"only before: {key}" for key in result["only_a"]] + [f"only after: {key}" for key in result["only_b"]]
+    if problems:
+        print("DIFFERENT RESULTS:\n  " + "\n  ".join(problems))
+        return True
+    print(f"same results: all {len(sweep.cells)} cells' .pte files byte-identical; `ethosweep compare`: "
+          f"{result['same']} summary rows unchanged, none changed\n", flush=True)
+    return False
+
+
+def checkout(rev: str, dest: Path) -> Path:
+    """The repository at `rev`, as files (git archive: no .git, nothing to clean up)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+# ---- part 2: the design space --------------------------------------------------------------
+
+
+def design_space(root: Path, cores: int) -> bool:
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    models = [m for m in default["models"] if m["name"] in DESIGN_MODELS]
+    base = dict(default, models=models, boards=[], cpu_targets=[], include=[], exclude=[],
+                numerics=dict(default["numerics"], bundleio=False))
+    shared = dict(base, targets=["ethos-u55-128", "ethos-u85-256"], memory_modes=["Shared_Sram"])
+    full = dict(base, targets=list(TARGETS), memory_modes=ALL_MEMORY_MODES)
+    first, space = build_sweep(shared, REPO), build_sweep(full, REPO)
+    new_cells = [c for c in space.cells if c.id not in {f.id for f in first.cells}]
+    print(f"design space: {space.describe().removeprefix('ethosweep: ')}", flush=True)
+
+    work = make_workdir(root / "design", shared)
+    timed(f"first: one cell per (model, TOSA profile), {len(first.cells)} cells", lambda: snakemake(work, cores, REPO))
+    write_config(work, full)
+    sweep_s = timed(f"then: the whole space, {len(new_cells)} new cells", lambda: snakemake(work, cores, REPO))
+    vela_s = timed(f"Vela alone on the new cells' partitions, {cores} at a time",
+                   lambda: vela_alone(work, new_cells, root / "vela-alone", cores))
+    per_cell, per_vela = sweep_s / len(new_cells), vela_s / len(new_cells)
+    print(f"marginal cost of a cell           {per_cell:6.2f} s wall (every job of the cell, and its share "
+          "of the summary and report)")
+    print(f"Vela alone, per cell              {per_vela:6.2f} s wall")
+    print(f"cell / Vela alone                 {per_cell / per_vela:6.2f}   (target <= 2)")
+
+    bad = [c.id for c in new_cells if not (work / "results/vela" / c.id / "model.pte").is_file()]
+    if bad:
+        print("MISSING CELLS:\n  " + "\n  ".join(bad))
+        return True
+    print(f"all {len(space.cells)} cells compiled\n", flush=True)
+    return False
+
+
+def vela_alone(work: Path, cells, out: Path, cores: int) -> None:
+    """The `vela` command line on each partition of each cell, with the cell's flags."""
+    shutil.rmtree(out, ignore_errors=True)
+    commands = []
+    for cell in cells:
+        lowered = work / "results/lower" / cell.model / cell.quant / cell.tosa_profile
+        partitions = json.loads((lowered / "lower.json").read_text())["partitions"]
+        flags = vela_flags(cell.target, cell.system_config, cell.memory_mode, cell.vela.as_params())
+        for p in partitions:
+            commands.append([str(Path(sys.executable).parent / "vela"), str(lowered / "tosa" / p["tosa"]), *flags,
+                             f"--output-dir={out / cell.id / str(p['index'])}", "--verbose-performance"])
+
+    def run(command):
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+        list(pool.map(run, commands))
+
+
+# ---- shared ----------------------------------------------------------------------------------
+
+
+def timed(name: str, func) -> float:
+    started = time.perf_counter()
+    func()
+    seconds = time.perf_counter() - started
+    print(f"  {name:<58} {seconds:8.1f} s", flush=True)
+    return seconds
+
+
+def make_workdir(path: Path, config: dict) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    (path / "config").mkdir(parents=True)
+    shutil.copytree(REPO / "models", path / "models")
+    write_config(path, config)
+    return path
+
+
+def write_config(path: Path, config: dict) -> None:
+    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def snakemake(workdir: Path, cores: int, source: Path) -> None:
+    """`snakemake --cores N` with the workflow and library of `source` (its src/ first on the path)."""
+    env = {**os.environ, "PYTHONPATH": str(source / "src")}
+    subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(source / "Snakefile"), "--directory",
+                    str(workdir), "--cores", str(cores), "--quiet", "all"], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()
