@@ -46,6 +46,11 @@ TINY_CONFIG = {
 U55_CELL = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
 
 
+# What makes a working directory look like a checkout to the commands a user types there
+# (`snakemake` finds the Snakefile and its profile); linked, so the repository's code runs.
+CHECKOUT_LINKS = ("Snakefile", "workflow", "profiles", "boards", "src")
+
+
 def make_workdir(path: Path, config: dict) -> Path:
     """A working directory with the given config and the repository's model files."""
     (path / "config").mkdir(parents=True, exist_ok=True)
@@ -53,7 +58,18 @@ def make_workdir(path: Path, config: dict) -> Path:
     shutil.copytree(REPO / "models", path / "models", dirs_exist_ok=True)
     (path / "tests" / "data").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "tests" / "data" / "tiny_board.yaml", path / "tests" / "data")
+    for name in CHECKOUT_LINKS:
+        if not (path / name).is_symlink():
+            (path / name).symlink_to(REPO / name)
     return path
+
+
+def typed(command: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """`command` exactly as a user types it (README, a message) in `cwd`, a working directory
+    from make_workdir. UV_PROJECT points `uv run` at this repository's environment, as it
+    finds it by itself in a checkout."""
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "UV_PROJECT": str(REPO)})
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:

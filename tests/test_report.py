@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snakemake
+from conftest import REPO, typed
 from ethosweep import advice
 from ethosweep.report import pareto_front
 from ethosweep.vela import read_per_layer, read_summary
@@ -69,7 +69,10 @@ def test_the_report_opens_in_headless_chromium(tiny_sweep, tmp_path):
 def test_snakemakes_own_report_builds(tiny_sweep, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(tiny_sweep, work, symlinks=True)
-    snakemake(work, "--report", "report.zip")
+    command = "uv run snakemake --report report.zip"  # exactly as the README writes it
+    assert f"`{command}`" in (REPO / "README.md").read_text()
+    built = typed(command, work)
+    assert built.returncode == 0, built.stderr[-3000:]
     listing = subprocess.run(["python3", "-m", "zipfile", "-l", str(work / "report.zip")], capture_output=True, text=True).stdout
     for plot in ("cycles.svg", "fit.svg", "roofline.svg", "pareto.svg", "index.html"):
         assert plot in listing

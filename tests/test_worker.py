@@ -37,6 +37,9 @@ def jobs(tmp_path, monkeypatch):
                 f.write(f"{text} pid={os.getpid()} cwd={os.getcwd()} env={os.environ.get('PROBE')}")
         def crash():
             os.kill(os.getpid(), 9)
+        def segfault():
+            import ctypes
+            ctypes.string_at(0)
         def slow(path):
             time.sleep(30)
             open(path, "w").write("finished")
@@ -48,7 +51,7 @@ def jobs(tmp_path, monkeypatch):
 def request(jobs: Path, function: str, **kwargs) -> dict:
     return {
         "ref": f"probe_jobs:{function}", "kwargs": kwargs, "log": str(jobs / f"{function}.log"),
-        "label": function, "threads": 1, "cwd": str(jobs), "env": {**os.environ, "PROBE": "client-env"},
+        "label": function, "rule": function, "threads": 1, "cwd": str(jobs), "env": {**os.environ, "PROBE": "client-env"},
         "sys_path": [str(jobs), *sys.path],
     }
 
@@ -72,7 +75,11 @@ def test_library_edits_are_seen_by_the_next_job(server, jobs):
 
 def test_a_crashing_job_fails_alone_and_the_worker_keeps_serving(server, jobs):
     outcome = worker.submit(request(jobs, "crash"))
-    assert not outcome["ok"] and "died without a result" in outcome["reason"]
+    assert not outcome["ok"] and outcome["reason"].startswith("the job was killed (SIGKILL), most likely for memory")
+    assert "--set-resources crash:mem_mb=<MB>" in outcome["reason"]
+    outcome = worker.submit(request(jobs, "segfault"))
+    assert outcome == {"ok": False, "reason": "the job crashed (SIGSEGV)"}
+    assert "ethosweep-failure: the job crashed (SIGSEGV)" in (jobs / "segfault.log").read_text()
     assert worker.submit(request(jobs, "write", path="after.txt", text="still serving"))["ok"]
 
 

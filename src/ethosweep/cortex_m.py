@@ -18,6 +18,7 @@ from collections import Counter
 
 import torch
 
+from ethosweep.activity import running
 from ethosweep.errors import StageError
 from ethosweep.export import load_tensors
 from ethosweep.io import atomic_write_bytes, write_json
@@ -132,7 +133,8 @@ def lower_cpu_cell(
     sample_source = "the example inputs" if labels is None and dataset is None else f"held-out sample 0 ({dataset})"
     float_module = exported.module(check_guards=False)
     try:
-        edge, _ = lower_for_cortex_m(float_module, example_inputs, calibration, cpu)
+        with running("ExecuTorch's Cortex-M lowering", f"quantizing and lowering for {cpu}"):
+            edge, _ = lower_for_cortex_m(float_module, example_inputs, calibration, cpu)
         lowered = edge.exported_program()
         expected = lowered.module()(*(channels_last(x) for x in sample))
         executorch_program = edge.to_executorch()

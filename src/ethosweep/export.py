@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 import torch.utils._pytree as pytree
 
+from ethosweep.activity import running
 from ethosweep.config import InputSpec, ModelSpec
 from ethosweep.io import atomic_write_bytes, write_json
 from ethosweep.provenance import tool_versions
@@ -40,12 +41,13 @@ def export_model(
         module.load_state_dict(torch.load(weights, weights_only=True))
 
     try:
-        with torch.no_grad():
+        with torch.no_grad(), running(f"model '{spec.name}'", "running forward() on its example inputs"):
             outputs = module(*example_inputs)
     except Exception as error:
         raise ModelError(f"{where}: forward() on ModelInputs raised {type(error).__name__}: {error}") from error
     try:
-        exported = torch.export.export(module, example_inputs)
+        with running("torch.export", f"exporting model '{spec.name}'"):
+            exported = torch.export.export(module, example_inputs)
     except Exception as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelError(

@@ -12,6 +12,7 @@ descriptors). Results come back pickled through a pipe.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -40,17 +41,6 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-# What a signal usually means here, for the one-line message.
-SIGNAL_HINTS = {
-    "SIGSEGV": "a crash in native code",
-    "SIGABRT": "the tool aborted",
-    "SIGKILL": "killed from outside: out of memory?",
-    "SIGBUS": "a crash in native code",
-    "SIGFPE": "an arithmetic fault in native code",
-    "SIGILL": "an illegal instruction in native code",
-}
-
-
 def call_in_child(function: Callable[..., Any], *args: Any, what: str) -> Any:
     """`function(*args)` in a forked child; its return value, or:
     ToolFailed(`what` + its one-line error) if it raised,
@@ -60,6 +50,7 @@ def call_in_child(function: Callable[..., Any], *args: Any, what: str) -> Any:
     pid = os.fork()
     if pid == 0:  # the child: run, send the outcome, and leave without cleanup handlers
         os.close(read_end)
+        gc.freeze()  # the GC leaves the inherited objects alone (see ethosweep.worker)
         status = 0
         try:
             outcome = ("ok", function(*args))

@@ -9,7 +9,10 @@ for the traceback), while the job exits non-zero so Snakemake deletes its
 partial outputs and carries on with the other cells (--keep-going).
 
 Stages that import torch and ExecuTorch run in a warm worker's fresh fork when
-one is available (see ethosweep.worker); everything else runs in-process.
+one is available (see ethosweep.worker); everything else runs here. Either way the
+stage itself runs in a supervised child process (ethosweep.supervise), so that a
+crash in native code, a kill for memory or the rule's wall-clock limit still ends in
+a line that says what happened.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import contextlib
 import importlib
 import logging
 import os
-import resource
 import sys
 import time
 import traceback
@@ -27,6 +29,7 @@ from typing import Any, Callable
 
 from ethosweep.errors import FAILURE_PREFIX, StageError
 from ethosweep.provenance import tool_versions
+from ethosweep.supervise import Limits, run_supervised
 
 # Stage modules that import torch/ExecuTorch (7-15 s per process): worth a warm worker.
 WARM_MODULES = ("ethosweep.train", "ethosweep.export", "ethosweep.quantize", "ethosweep.lower",
@@ -52,7 +55,10 @@ def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
         "kwargs": kwargs,
         "log": str(smk.log[0]),
         "label": describe_job(smk.rule, dict(smk.wildcards.items())),
+        "rule": smk.rule,
         "threads": int(smk.threads),
+        # what the supervisor holds the job to, and names when it stops it
+        "resources": {key: smk.resources.get(key) for key in ("runtime", "mem_mb")},
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "sys_path": list(sys.path),
@@ -76,25 +82,33 @@ def dispatch(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def execute(request: dict[str, Any]) -> dict[str, Any]:
-    """Run a request in this process with its output in the job's log. Returns {"ok", "reason"}."""
+    """Run a request's stage in a supervised child, its output in the job's log. Returns {"ok", "reason"}."""
     log_path = Path(request["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    _limit_threads(request.get("threads", 1))
     with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
-        _configure_logging()
         print(f"ethosweep: {request['label']}", flush=True)
         print(f"ethosweep: tools {tool_versions()}", flush=True)
         started = time.perf_counter()
-        try:
-            resolve(request["ref"])(**request["kwargs"])
-        except Exception as error:  # noqa: BLE001 - every failure is reported the same way
-            reason = one_line(error)
-            if not isinstance(error, StageError):
-                traceback.print_exc()
-            print(f"{FAILURE_PREFIX}{reason}", flush=True)
-            return {"ok": False, "reason": reason}
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"ethosweep: done in {time.perf_counter() - started:.1f} s (process peak RSS {peak:.0f} MiB)", flush=True)
+        limits = Limits.of(request.get("rule", ""), request.get("resources") or {})
+        outcome = run_supervised(lambda: run_here(request), limits)
+        if outcome["ok"]:
+            print(f"ethosweep: done in {time.perf_counter() - started:.1f} s "
+                  f"(process peak RSS {outcome['peak_rss_mib']:.0f} MiB)", flush=True)
+        else:
+            print(f"{FAILURE_PREFIX}{outcome['reason']}", flush=True)
+    return {"ok": outcome["ok"], "reason": outcome["reason"]}
+
+
+def run_here(request: dict[str, Any]) -> dict[str, Any]:
+    """Run the request's stage in this process (the supervised child)."""
+    _limit_threads(request.get("threads", 1))
+    _configure_logging()
+    try:
+        resolve(request["ref"])(**request["kwargs"])
+    except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+        if not isinstance(error, StageError):
+            traceback.print_exc()
+        return {"ok": False, "reason": one_line(error)}
     return {"ok": True, "reason": ""}
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 
 import torch
 
+from ethosweep.activity import running
 from ethosweep.compile_spec import profile_compile_spec
 from ethosweep.datasets import load_splits
 from ethosweep.export import load_tensors
@@ -84,7 +85,8 @@ def quantize_model(
     example_inputs = load_tensors(inputs)
     calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)
     try:
-        quantized_program = quantize_exported(exported, calibration, scheme, profile_compile_spec(profile))
+        with running("the PT2E quantizer", f"quantizing ({scheme}, TOSA profile {profile}) on {calibrated_on}"):
+            quantized_program = quantize_exported(exported, calibration, scheme, profile_compile_spec(profile))
     except Exception as error:
         raise StageError(f"quantization ({scheme}, TOSA profile {profile}) failed: {type(error).__name__}: {error}") from error
 

@@ -47,7 +47,9 @@ rule build_executorch_cpu:
     params:
         executorch_src=SDK.components["executorch_src"].path,
         cmsis_nn=sdk_path("cmsis_nn_src"),
-    threads: workflow.cores
+    # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
+    # without --cores, such as --unlock and --report, must still parse)
+    threads: 8
     resources:
         mem_mb=4000,
     conda:

@@ -1,0 +1,99 @@
+"""Every command the README or a message tells a user to type works exactly as written.
+
+Each command runs as typed (a shell, `uv run`) in a working directory that looks like a
+checkout (conftest.make_workdir links the Snakefile, workflow/ and profiles/), without
+the `--cores` the other tests' helper adds.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, snakemake, typed
+
+README = (REPO / "README.md").read_text()
+
+# Commands of the README run by a test, and where.
+TESTED = {
+    "uv run snakemake --cores 8": "test_commands.py",
+    "uv run pytest": ".ci/run (this very suite)",
+    "uv run snakemake --report report.zip": "test_report.py::test_snakemakes_own_report_builds",
+    "uv run ethosweep compare A/summary.csv B/summary.csv": "test_commands.py",
+    "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
+    "uv run sh results/vela/<cell>/repro/command.sh": "test_failures.py (a Vela error and a Vela crash)",
+    "uv run ethosweep check-sdk": "test_commands.py",
+    # with the flags the single-node test cluster needs (2 CPUs, no accounting database)
+    "uv run snakemake --profile workflow/profiles/slurm": "test_slurm.py",
+    "uv run pytest -m slurm": "test_slurm.py is that selection",
+    "uv run python tests/slurm_cluster.py /tmp/cluster": "test_slurm.py starts the same cluster",
+}
+# Benchmarks take 20-40 minutes each: they are run by hand and their figures are in the README.
+BENCHMARKS = re.compile(r"^uv run python benchmarks/\S+\.py")
+
+
+def readme_commands() -> set[str]:
+    """Every `uv run ...` command the README shows, in code blocks or inline code."""
+    found = set(re.findall(r"`(uv run [^`]+)`", README))
+    for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S):
+        for line in block.splitlines():
+            command = line.split("#")[0].strip()
+            if command.startswith("uv run "):
+                found.add(command)
+    return {" ".join(c.split()) for c in found}
+
+
+def test_every_readme_command_is_run_by_a_test():
+    untested = {c for c in readme_commands() if c not in TESTED and not BENCHMARKS.match(c)}
+    assert not untested, f"README commands no test runs: {sorted(untested)}"
+    assert set(TESTED) <= readme_commands()
+
+
+def test_the_sweep_command_as_written(sweep_copy):
+    proc = typed("uv run snakemake --cores 8", sweep_copy)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 of 6 cells ok" in proc.stderr
+
+
+def test_check_sdk_as_the_run_suggests(sweep_copy):
+    started = snakemake(sweep_copy, "--dry-run")
+    assert "`uv run ethosweep check-sdk` how to get it" in started.stderr
+    proc = typed("uv run ethosweep check-sdk", sweep_copy)
+    # exit status 1: firmware cannot be built here; the table says what is missing and how to get it
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "ExecuTorch source checkout" in proc.stdout and "sdk.executorch_src" in proc.stdout
+
+
+def test_compare_two_runs_as_written(sweep_copy, tiny_sweep, tmp_path):
+    """`ethosweep compare` on two real runs: the tiny sweep, and a copy with one Vela option changed."""
+    config = sweep_copy / "config" / "config.yaml"
+    changed = yaml.safe_load(config.read_text())
+    changed["targets"] = ["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}]
+    config.write_text(yaml.safe_dump(changed, sort_keys=False))
+    snakemake(sweep_copy)
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    shutil.copy(tiny_sweep / "results/summary.csv", tmp_path / "A" / "summary.csv")
+    shutil.copy(sweep_copy / "results/summary.csv", tmp_path / "B" / "summary.csv")
+
+    proc = typed("uv run ethosweep compare A/summary.csv B/summary.csv", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "comparing B/summary.csv against A/summary.csv"
+    # 10 summary rows; the two U85 cells changed (mnist, add), nothing else, no tool version
+    assert lines[1] == "  8 cells unchanged, 2 changed, 0 only in A, 0 only in B"
+    a_cycles = _cycles(tmp_path / "A/summary.csv", "mnist", "ethos-u85-256")
+    b_cycles = _cycles(tmp_path / "B/summary.csv", "mnist", "ethos-u85-256")
+    assert a_cycles != b_cycles
+    mnist = next(line for line in lines if line.startswith("  mnist / int8 / ethos-u85-256"))
+    assert f"Vela cycles {a_cycles:g} -> {b_cycles:g}" in mnist
+
+
+def _cycles(summary: Path, model: str, target: str) -> float:
+    import csv
+
+    row = next(r for r in csv.DictReader(open(summary)) if (r["model"], r["target"]) == (model, target))
+    return float(row["vela_cycles_total"])
