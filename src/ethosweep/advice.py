@@ -82,19 +82,30 @@ def weight_streaming(cell: dict, figures: dict, siblings: dict[str, dict]) -> li
         f"{figures.get('weights_storage_area', memory)}).{alternative}")]
 
 
-def accuracy_loss(verified: dict | None) -> list[Advice]:
+def numerics(verified: dict | None) -> list[Advice]:
+    """The verify stage's verdict when it is not a plain ok: what, why, and where."""
+    if not verified or verified.get("verdict") in (None, "ok") and not verified.get("reason"):
+        return numerics_accuracy_cost(verified)
+    titles = {"flagged": "The numerics are flagged", "inconclusive": "The numerics are inconclusive",
+              "ok": "The numerics are ok, with a note"}
+    detail = verified["reason"][:1].upper() + verified["reason"][1:] + "."
+    return [Advice(titles[verified["verdict"]], detail), *numerics_accuracy_cost(verified)]
+
+
+def numerics_accuracy_cost(verified: dict | None) -> list[Advice]:
+    """Top-1 lost to quantization on labelled data, with the layer where the SNR drops most."""
     if not verified:
         return []
     metrics, worst = verified.get("metrics", {}), verified.get("worst_layers") or []
-    drop = None
-    if metrics.get("top1_float") is not None and metrics.get("top1_npu") is not None:
-        drop = metrics["top1_float"] - metrics["top1_npu"]
-    if not verified.get("flags") and (drop is None or drop < 0.01):
+    if metrics.get("top1_float") is None or metrics.get("top1_npu") is None:
+        return []
+    drop = metrics["top1_float"] - metrics["top1_npu"]
+    if drop < 0.01:
         return []
     where = (f" It is lost most at {worst[0]['layer']}: the SNR against float falls by {worst[0]['snr_drop_db']} dB there "
              f"(to {worst[0]['snr_db']} dB)." if worst else "")
-    what = f"top-1 {100 * metrics['top1_float']:.1f} % float → {100 * metrics['top1_npu']:.1f} % on the NPU path. " if drop is not None else ""
-    return [Advice("Quantization costs accuracy", what + "; ".join(verified.get("flags", [])) + "." + where)]
+    return [Advice("Quantization costs accuracy",
+                   f"top-1 {100 * metrics['top1_float']:.1f} % float → {100 * metrics['top1_npu']:.1f} % on the NPU path.{where}")]
 
 
 def board_fit(rows: list[dict]) -> list[Advice]:

@@ -57,6 +57,7 @@ class ModelSpec:
     inputs: tuple[InputSpec, ...] = ()
     dataset: Any = field(default=None, hash=False)  # "digits" or {"path": ...}
     train: dict | None = field(default=None, hash=False)  # epochs, lr, batch_size
+    classifier: bool | None = None  # None: labelled data decides (ethosweep.numerics)
 
     @property
     def source(self) -> str:
@@ -338,7 +339,7 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             raise ConfigError(f"{where} ({name}): `train` needs a `dataset` to train on (for example `dataset: digits`)")
         if isinstance(dataset, dict) and not (base / dataset["path"]).exists():
             raise ConfigError(f"{where}.dataset.path ({name}): {dataset['path']!r} does not exist (relative to {base.resolve()})")
-        extras = {"dataset": dataset, "train": train}
+        extras = {"dataset": dataset, "train": train, "classifier": entry.get("classifier")}
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:
             raise ConfigError(f"{where} ({name}): give exactly one of `file` (a model file) or `import` (package.module:Callable)")

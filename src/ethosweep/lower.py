@@ -17,7 +17,9 @@ Kept for the cells and the verify stage:
 - `edge.pt2`: the lowered edge program (ExecuTorch's own serialisation, which keeps the
   delegates): the CPU-side graph the verify stage runs with each delegate on the TOSA
   reference model;
-- `delegation.json`: operators on the NPU and on the CPU, with the partitioner's reasons.
+- `delegation.json`: operators on the NPU and on the CPU, with the partitioner's reasons;
+- `tosa_sources.json`: per partition, each TOSA tensor's provenance (the exported nodes it comes
+  from), which the verify stage uses to compare the NPU path layer by layer (ethosweep.locate).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import re
 import time
 
 from ethosweep import targets as tg
+from ethosweep.activity import running
 from ethosweep.compile_spec import profile_compile_spec
 from ethosweep.errors import StageError
 from ethosweep.io import atomic_write_bytes, write_json
+from ethosweep.locate import recording_tensor_sources
 from ethosweep.provenance import tool_versions
 from ethosweep.quantize import load_quantized
 
@@ -175,7 +179,7 @@ def delegate_payloads(program_bytes: bytes) -> list[bytes]:
 
 
 def lower_to_tosa(quantized: str, profile: str, template: str, tosa_dir: str, edge: str, delegation: str,
-                  meta: str) -> dict:
+                  tosa_sources: str, meta: str) -> dict:
     """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
     the edge program, the delegation table and metadata."""
     from pathlib import Path
@@ -184,7 +188,9 @@ def lower_to_tosa(quantized: str, profile: str, template: str, tosa_dir: str, ed
 
     started = time.perf_counter()
     try:
-        lowered, rejections = lower_to_edge(load_quantized(quantized), profile)
+        with (running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
+              recording_tensor_sources() as sources):
+            lowered, rejections = lower_to_edge(load_quantized(quantized), profile)
     except Exception as error:
         log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
         raise StageError(f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
@@ -196,7 +202,8 @@ def lower_to_tosa(quantized: str, profile: str, template: str, tosa_dir: str, ed
     edge_bytes = _serialised(lambda f: save_edge(lowered.exported_program(), f))
     lowered = with_cortex_m_quant_ops(lowered)
     table = delegation_table(lowered, rejections)
-    program = to_program(lowered)
+    with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
+        program = to_program(lowered)
     template_bytes = bytes(program.buffer)
     plan = program.executorch_program.execution_plan[0]
     # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
@@ -210,6 +217,7 @@ def lower_to_tosa(quantized: str, profile: str, template: str, tosa_dir: str, ed
         atomic_write_bytes(tosa_path / f"partition_{index}.tosa", tosa)
     atomic_write_bytes(edge, edge_bytes)
     write_json(delegation, table)
+    write_json(tosa_sources, sources)
     atomic_write_bytes(template, template_bytes)
     record = {
         "tosa_profile": profile,

@@ -196,6 +196,20 @@ def plot_roofline(rows: list[dict]) -> str:
     return _svg(fig)
 
 
+def plot_layer_errors(layers: list[dict]) -> str:
+    """Per layer: its own difference from the quantized model and the accumulated one, in steps."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.22 * len(layers) + 2), 2.6))
+    x = range(len(layers))
+    ax.plot(x, [layer["accumulated_steps"] for layer in layers], marker=".", label="accumulated (from the input on)")
+    ax.plot(x, [layer["own_steps"] for layer in layers], marker="o", label="own (given the same inputs)")
+    ax.set_xticks(list(x), [layer["layer"] for layer in layers], rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("steps")
+    ax.legend(fontsize=7)
+    ax.set_title("Where the NPU path and the quantized model part ways", fontsize=9)
+    return _svg(fig)
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats on both coordinates (lower is better)."""
     front = []
@@ -272,7 +286,7 @@ def cell_detail(cell: dict, per_layer: str, vela_summary: str, delegation: str, 
         *adv.cpu_operators(table),
         *adv.memory_bound_layers(layers),
         *adv.weight_streaming(cell, figures, sibling_figures),
-        *adv.accuracy_loss(verified),
+        *adv.numerics(verified),
         *adv.board_fit(fits),
     ]
     top_layers = sorted(layers, key=lambda l: -_num(l.get("Op Cycles"), 0))[:top]
@@ -284,7 +298,9 @@ def cell_detail(cell: dict, per_layer: str, vela_summary: str, delegation: str, 
         "cpu_operators": table.get("cpu_operators", {}),
         "cpu_reasons": table.get("cpu_reasons", {}),
         "fits": fits,
-        "numerics": {"metrics": verified["metrics"], "flags": verified["flags"], "worst_layers": verified.get("worst_layers", [])},
+        "numerics": {"metrics": verified["metrics"], "verdict": verified["verdict"], "reason": verified["reason"],
+                     "layer": verified["layer"], "location": verified.get("location"),
+                     "worst_layers": verified.get("worst_layers", [])},
         "advice": [a.as_dict() for a in advice],
     }
 
@@ -309,13 +325,23 @@ def render_cell(detail: dict) -> str:
         for layer in detail["top_layers"]:
             parts.append("<tr>" + "".join(f"<td>{_e(_fmt(layer[c]))}</td>" for c in TOP_LAYER_COLUMNS) + "</tr>")
         parts.append("</table>")
-    numerics = detail["numerics"]["metrics"]
-    if numerics:
-        shown = {k: v for k, v in numerics.items() if k in ("top1_float", "top1_quantized", "top1_npu",
-                                                              "agreement_npu_vs_float", "max_error_steps", "snr_db_npu_vs_float")
-                 and v is not None}
-        parts.append("<p class=\"numerics\">Numerics (verify stage, TOSA reference model): "
-                     + ", ".join(f"{_e(k)} {_fmt(v)}" for k, v in shown.items()) + "</p>")
+    numerics = detail["numerics"]
+    if numerics["metrics"]:
+        shown = {k: v for k, v in numerics["metrics"].items()
+                 if k in ("top1_float", "top1_quantized", "top1_npu", "agreement_npu_vs_float", "max_error_steps",
+                          "cosine_npu_vs_float", "relative_error_npu_vs_float", "snr_db_npu_vs_float") and v is not None}
+        parts.append(f"<p class=\"numerics\">Numerics (verify stage, TOSA reference model): <b>{_e(numerics['verdict'])}</b>"
+                     + (f" — {_e(numerics['reason'])}" if numerics["reason"] else "") + ". "
+                     + ", ".join(f"{_e(k)} {_fmt(v)}" for k, v in shown.items()) + ".</p>")
+    location = numerics.get("location") or {}
+    if location.get("layers"):
+        parts.append("<figure class=\"layer-errors\">" + _strip_xml_header(plot_layer_errors(location["layers"]))
+                     + "<figcaption>NPU path (TOSA reference model) against the quantized model, layer by layer, on the "
+                       "sample where the outputs differ most, in steps of each layer's own quantization scale: given the "
+                       "same inputs (the layer's own difference) and from the model's input on (accumulated).</figcaption>"
+                       "</figure>")
+    elif location.get("problem"):
+        parts.append(f"<p class=\"numerics\">No layer-by-layer comparison: {_e(location['problem'])}</p>")
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -50,7 +50,8 @@ COLUMNS = KEY_COLUMNS + [
     "board_inference_ms",
     "deploy",
     "numerics",
-    "numerics_flags",
+    "numerics_reason",
+    "numerics_layer",
     "data",
     "top1_float",
     "top1_quantized",
@@ -59,6 +60,7 @@ COLUMNS = KEY_COLUMNS + [
     "max_error_steps",
     "mean_error_steps",
     "cosine_npu_vs_float",
+    "relative_error_npu_vs_float",
     "snr_db_npu_vs_float",
     "worst_layer",
     "firmware",
@@ -124,7 +126,7 @@ def _parameters(cell: dict) -> dict:
 
 
 NUMERIC_COLUMNS = ("top1_float", "top1_quantized", "top1_npu", "agreement_npu_vs_float", "max_error_steps",
-                   "mean_error_steps", "cosine_npu_vs_float", "snr_db_npu_vs_float")
+                   "mean_error_steps", "cosine_npu_vs_float", "relative_error_npu_vs_float", "snr_db_npu_vs_float")
 
 
 def numerics_columns(lowered: dict, verified: dict) -> dict:
@@ -132,12 +134,13 @@ def numerics_columns(lowered: dict, verified: dict) -> dict:
     cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
     verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
     if cell_tosa != verified_tosa:
-        return {"numerics": "unverified", "numerics_flags": "the cell's TOSA differs from the verified TOSA"}
+        return {"numerics": "unverified", "numerics_reason": "the cell's TOSA differs from the verified TOSA"}
     metrics = verified["metrics"]
     worst = verified.get("worst_layers") or []
     return {
-        "numerics": "flagged" if verified["flags"] else "ok",
-        "numerics_flags": "; ".join(verified["flags"]),
+        "numerics": verified["verdict"],
+        "numerics_reason": verified["reason"],
+        "numerics_layer": verified["layer"],
         "data": verified["data"],
         **{k: metrics.get(k, "") if metrics.get(k) is not None else "" for k in NUMERIC_COLUMNS},
         "worst_layer": f"{worst[0]['layer']} (-{worst[0]['snr_drop_db']} dB)" if worst else "",
@@ -284,14 +287,14 @@ def format_table(rows: list[dict]) -> str:
         if r.get("fit", "").startswith("does not fit"):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
     # numerics are verified per model and TOSA profile: one line per model and finding
-    flagged: dict[tuple, set] = {}
+    found: dict[tuple, set] = {}
     for r in rows:
-        if r.get("numerics") in ("flagged", "unverified"):
-            key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_flags", ""))
-            flagged.setdefault(key, set()).add((r["target"], r["memory_mode"]))
-    for (status, model, quant, flags), cells in flagged.items():
+        if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
+            key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_reason", ""))
+            found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
+    for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
         targets = ", ".join(sorted({t for t, _ in cells}))
-        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {flags}")
+        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")
     out += firmware_footer(rows)
     return "\n".join(out)
 
@@ -337,7 +340,7 @@ def _pct(value) -> str:
 
 
 def _numerics_cell(row: dict) -> str:
-    """'<= 1 step' style: the NPU path against the quantized model, and the verdict."""
+    """The verdict, or for ok the NPU path's distance from the quantized model ('max 0 step')."""
     if row.get("numerics") != "ok" and row.get("numerics"):
         return row["numerics"]
     steps = row.get("max_error_steps")

@@ -33,7 +33,8 @@ import tempfile
 from pathlib import Path
 
 from ethosweep import targets as tg
-from ethosweep.compile_spec import cell_compile_specs, config_ini, vela_flags
+from ethosweep.activity import running
+from ethosweep.compile_spec import cell_compile_specs, vela_flags
 from ethosweep.errors import StageError
 from ethosweep.integrity import verify
 from ethosweep.io import atomic_write_bytes, atomic_write_text, read_json, write_json
@@ -199,17 +200,19 @@ def write_reproducer(folder: Path, tosa: bytes, index: int, flags: list[str], ve
     args = [f"--config=./vela.ini" if f.startswith("--config=") else f for f in flags]
     command = ["vela", tosa_name, *args, "--output-dir=output", *REPORT_FLAGS]
     versions = tool_versions()
-    (folder / "command.sh").write_text("#!/bin/sh\n# Reproduces the Vela failure below; run it in this folder.\n"
+    (folder / "command.sh").write_text("#!/bin/sh\n# Reproduces the Vela failure described in README.txt.\n"
                                        f"cd \"$(dirname \"$0\")\"\n{shlex.join(command)}\n")
     (folder / "command.sh").chmod(0o755)
     (folder / "README.txt").write_text(
         f"Vela {versions['vela']} failed on this partition: {reason}\n\n"
-        "To reproduce it outside ethosweep, with the same ethos-u-vela version installed "
-        "(in this repository: `uv run sh command.sh`):\n\n"
-        f"    cd {folder}\n    {shlex.join(command)}\n\n"
+        "Reproduce it outside ethosweep, from the folder the sweep ran in:\n\n"
+        f"    uv run sh {folder}/command.sh\n\n"
+        f"or, wherever ethos-u-vela {versions['vela']} is installed, in this folder:\n\n"
+        f"    {shlex.join(command)}\n\n"
         f"Files: {tosa_name} (the partition's TOSA, as ExecuTorch {versions['executorch']} lowered it), "
-        "vela.ini (the system configs and memory modes used), command.sh (the command above).\n"
-        "Attach this folder to a report at https://gitlab.arm.com/artificial-intelligence/ethos-u/ethos-u-vela/-/issues\n")
+        "vela.ini (the system configs and memory modes the flags name), command.sh (the command above).\n"
+        "Attach this folder to a report to Vela's maintainers: "
+        "https://gitlab.arm.com/artificial-intelligence/ethos-u/ethos-u-vela/-/issues\n")
     return folder
 
 
@@ -244,8 +247,9 @@ def compile_cell(
             key = hashlib.sha256(tosa).hexdigest()
             if key not in compiled:  # a partition identical to an earlier one compiles identically
                 try:
-                    compiled[key] = compile_partition(tosa, flags, Path(tmp) / f"partition_{index}",
-                                                      what=f"Vela on partition {index}")
+                    with running("Vela", f"compiling partition {index} for {where}"):
+                        compiled[key] = compile_partition(tosa, flags, Path(tmp) / f"partition_{index}",
+                                                          what=f"Vela on partition {index}")
                 except (ToolCrashed, ToolFailed) as error:
                     raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela) from error
             payload, row, layer_rows = compiled[key]
@@ -294,7 +298,9 @@ class VelaFailure(StageError):
 def _vela_failure(error: StageError, index: int, where: str, repro: Path, tosa: bytes, flags: list[str],
                   vela: dict) -> VelaFailure:
     """The one-line failure of a cell's Vela run, after leaving a reproducer."""
-    if isinstance(error, ToolCrashed):
+    if isinstance(error, ToolCrashed) and error.signal_name == "SIGKILL":
+        reason = f"Vela was killed (SIGKILL) compiling partition {index} for {where}: out of memory?"
+    elif isinstance(error, ToolCrashed):
         reason = f"Vela crashed ({error.signal_name}) compiling partition {index} for {where}"
     else:
         reason = f"Vela failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"

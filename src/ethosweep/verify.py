@@ -34,11 +34,14 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from ethosweep.activity import running
 from ethosweep.datasets import load_splits
 from ethosweep.export import load_tensors
 from ethosweep.integrity import verify as verify_artifact
 from ethosweep.io import atomic_write_bytes, read_json, write_json
+from ethosweep.locate import locate
 from ethosweep.lower import load_edge
+from ethosweep.numerics import Thresholds, judge, random_samples_needed
 from ethosweep.provenance import tool_versions
 from ethosweep.quantize import load_quantized
 
@@ -46,12 +49,23 @@ log = logging.getLogger(__name__)
 
 
 class NpuInterpreter(torch.fx.Interpreter):
-    """Runs a lowered graph with each delegate executed by the TOSA reference model."""
+    """Runs a lowered graph with each delegate executed by the TOSA reference model.
+    `sample` names the input in the message if the reference model crashes."""
+
+    def __init__(self, module, sample: int | None = None):
+        super().__init__(module)
+        self.sample = sample
+        self.partitions = {id(getattr(module, n.target)): i for i, n in enumerate(
+            n for n in module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module"))}
+        self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
 
     def call_function(self, target, args, kwargs):
         if target is torch.ops.higher_order.executorch_call_delegate:
             lowered, *inputs = args
-            return run_tosa(lowered.processed_bytes, inputs)
+            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
+            on = f" on sample {self.sample}" if self.sample is not None else ""
+            with running("the TOSA reference model", f"running partition {self.partitions.get(id(lowered), '?')}{on}"):
+                return run_tosa(lowered.processed_bytes, inputs)
         return super().call_function(target, args, kwargs)
 
 
@@ -100,7 +114,7 @@ def flat(outputs) -> list[torch.Tensor]:
 
 
 def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples: int, random_samples: int):
-    """(list of input tuples, labels or None, description)."""
+    """(list of input tuples, labels or None, description); `random_samples` inputs without a dataset."""
     if dataset is not None:
         splits = load_splits(dataset, example_inputs, seed)
         x, y = splits.evaluation(evaluation_samples)
@@ -233,26 +247,38 @@ def verify_numerics(
     inputs: str,
     edge: str,
     lower_meta: str,
+    tosa_sources: str,
     report: str,
     bundle_io: str,
     dataset=None,
+    classifier: bool | None = None,
     seed: int = 0,
     evaluation_samples: int = 500,
     random_samples: int = 8,
     min_agreement: float = 0.99,
     max_error_steps: float = 1.0,
+    min_cosine: float = 0.9,
+    max_relative_error: float = 0.15,
     bundle_samples: int = 4,
 ) -> dict:
-    """Verify one (model, scheme, TOSA profile); write the metrics and the bundle's test data."""
+    """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.numerics) and, where the
+    NPU path differs from the quantized model, the layer where it starts (ethosweep.locate)."""
     started = time.perf_counter()
-    float_module = torch.export.load(program).module()
+    thresholds = Thresholds(max_error_steps=max_error_steps, min_agreement=min_agreement, min_cosine=min_cosine,
+                            max_relative_error=max_relative_error)
+    exported = torch.export.load(program)
+    float_module = exported.module()
     quant_module = load_quantized(quantized).module()
     example_inputs = load_tensors(inputs)
     lowered = read_json(lower_meta)
     verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
     npu_module = load_edge(edge).module()
     scales = output_scales(npu_module)
-    samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, random_samples)
+    judged_as_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
+    with torch.no_grad():
+        values_per_sample = sum(t.numel() for t in flat(float_module(*example_inputs)))
+    count, why = random_samples_needed(random_samples, values_per_sample, bool(judged_as_classifier), thresholds)
+    samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, count)
     loaded_in = time.perf_counter() - started
 
     float_out, quant_out, npu_out = [], [], []
@@ -260,31 +286,35 @@ def verify_numerics(
         for sample in samples:
             float_out.append(flat(float_module(*sample)))
             quant_out.append(flat(quant_module(*sample)))
-            npu_out.append(flat(NpuInterpreter(npu_module).run(*sample)))
-    metrics = compare(float_out, quant_out, npu_out, scales, labels)
+            npu_out.append(flat(NpuInterpreter(npu_module, sample=len(npu_out)).run(*sample)))
+    classifier_now = classifier if classifier is not None else labels is not None
+    metrics = compare(float_out, quant_out, npu_out, scales, labels, classifier_now)
     with torch.no_grad():
         layers = layer_report(float_module, quant_module, samples)
     worst = sorted((l for l in layers if l["snr_drop_db"] is not None), key=lambda l: -l["snr_drop_db"])[:3]
 
-    flags = []
-    if metrics.get("agreement_npu_vs_float") is not None and metrics["agreement_npu_vs_float"] < min_agreement:
-        flag = f"top-1 agreement with float {metrics['agreement_npu_vs_float']:.3f} < {min_agreement}"
-        if metrics["float_output_max_abs"] < 1e-6:
-            flag += (f" (the float model's outputs are all ~0, at most {metrics['float_output_max_abs']:.1e}, "
-                     "so its top-1 is noise: untrained weights?)")
-        flags.append(flag)
-    if metrics.get("max_error_steps") is not None and metrics["max_error_steps"] > max_error_steps:
-        flags.append(f"NPU (TOSA) differs from the quantized model by {metrics['max_error_steps']:.0f} "
-                     f"output steps > {max_error_steps:g}")
+    location = None
+    if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
+        location = locate_on(npu_module, quant_module, samples[metrics.pop("worst_sample")], read_json(tosa_sources))
+    metrics.pop("worst_sample", None)
+    untrained = untrained_weights(exported.state_dict)
+    verdict = judge(metrics, location, thresholds, classifier_now, untrained, worst[0] if worst else None,
+                    has_data=dataset is not None)
     record = {
         "data": described,
         "samples": len(samples),
+        "sampling": why if dataset is None else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
+        "classifier": classifier_now,
+        "classifier_evidence": ("config (classifier: " + str(classifier).lower() + ")" if classifier is not None
+                                else "labelled data" if labels is not None else "none: judged as a regression model"),
+        "untrained_weights": untrained,
+        **verdict.as_dict(),
         "metrics": metrics,
-        "flags": flags,
+        "location": location,
         "worst_layers": worst,
         "layers": layers,
         "tosa_partitions": [{"index": i, "tosa_sha256": hashlib.sha256(b).hexdigest()} for i, b in enumerate(tosa_partitions(npu_module))],
-        "thresholds": {"min_agreement": min_agreement, "max_error_steps": max_error_steps},
+        "thresholds": thresholds.__dict__,
         "seconds": {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)},
         "versions": tool_versions(),
     }
@@ -292,38 +322,109 @@ def verify_numerics(
     torch.save({"inputs": samples[:bundle_samples], "expected": [tuple(o) for o in quant_out[:bundle_samples]]}, buffer)
     atomic_write_bytes(bundle_io, buffer.getvalue())
     write_json(report, record)
-    log.info("verified on %s in %.1f s: %s%s", described, record["seconds"]["total"],
-             {k: v for k, v in metrics.items() if v is not None},
-             f"; FLAGGED: {'; '.join(flags)}" if flags else "")
+    log.info("verified on %s in %.1f s: %s; %s%s", described, record["seconds"]["total"],
+             {k: v for k, v in metrics.items() if v is not None and not isinstance(v, list)},
+             verdict.verdict.upper(), f": {verdict.reason}" if verdict.reason else "")
     return record
 
 
-def compare(float_out, quant_out, npu_out, scales, labels) -> dict:
-    """The verification metrics over all samples (primary output for top-1)."""
+def _has_labels(dataset, example_inputs: tuple, seed: int) -> bool:
+    return dataset is not None and load_splits(dataset, example_inputs, seed).eval_y is not None
+
+
+def locate_on(npu_module, quant_module, sample: tuple, tensor_sources: list) -> dict:
+    """ethosweep.locate for one sample: the delegates' inputs as the NPU path gives them."""
+    interpreter = NpuInterpreter(npu_module)
+    with torch.no_grad():
+        interpreter.run(*sample)
+    try:
+        with torch.no_grad(), running("ethosweep's layer-by-layer comparison", "on the TOSA reference model"):
+            return locate(quant_module, sample, interpreter.delegate_calls, tensor_sources).as_dict()
+    except Exception as error:  # noqa: BLE001 - a failed diagnosis must not hide the measurement
+        log.warning("could not compare layer by layer: %s", error, exc_info=True)
+        return {"layers": [], "unmatched": 0, "problem": f"{type(error).__name__}: {error}"}
+
+
+def untrained_weights(state_dict: dict) -> str:
+    """Why the weights look untrained, or '' (a heuristic, named as such in the reason).
+
+    - every BatchNorm still has its initial statistics (running mean 0, variance 1);
+    - or the weight matrices are uniformly distributed, as PyTorch's default initialisation
+      draws them (excess kurtosis of a uniform distribution: -1.2; trained weights are peaked,
+      above -1 in practice).
+    """
+    means = [t for name, t in state_dict.items() if name.endswith("running_mean")]
+    variances = [t for name, t in state_dict.items() if name.endswith("running_var")]
+    if means and all(bool((m == 0).all()) for m in means) and all(bool((v == 1).all()) for v in variances):
+        return "the weights look untrained: every BatchNorm still has its initial statistics (mean 0, variance 1)"
+    weights = [t.detach().double().flatten() for name, t in state_dict.items()
+               if name.endswith("weight") and t.dim() >= 2 and t.numel() >= 256]
+    if not weights:
+        return ""
+    kurtosis = [float(((w - w.mean()) ** 4).mean() / (w.var(unbiased=False) ** 2) - 3) for w in weights]
+    uniform = sum(1 for k in kurtosis if -1.35 <= k <= -1.05)
+    if uniform >= 0.8 * len(weights):
+        return (f"the weights look untrained: {uniform} of {len(weights)} weight tensors are uniformly distributed, "
+                "as PyTorch initialises them")
+    return ""
+
+
+def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool) -> dict:
+    """The verification metrics over all samples (the primary output for top-1)."""
     primary = lambda outs: torch.stack([o[0].flatten() for o in outs])  # noqa: E731
     f, q, n = primary(float_out), primary(quant_out), primary(npu_out)
-    classifier = f.shape[1] >= 2 and float_out[0][0].dim() == 2 and float_out[0][0].shape[0] == 1
-    metrics: dict = {"classifier": classifier}
-    if classifier:
+    metrics: dict = {"samples": len(float_out)}
+    if classifier and f.shape[1] >= 2:
         fp, qp, npp = f.argmax(1), q.argmax(1), n.argmax(1)
         metrics["agreement_npu_vs_float"] = float((npp == fp).float().mean())
         metrics["agreement_npu_vs_quantized"] = float((npp == qp).float().mean())
+        # a sample decides top-1 only if float's margin is at least one output step (numerics module)
+        top2 = f.topk(2, dim=1).values
+        step = scales[0] if scales and scales[0] else 0.0
+        decidable = (top2[:, 0] - top2[:, 1]) >= step
+        metrics["decidable_samples"] = int(decidable.sum())
+        metrics["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
         if labels is not None:
             metrics["top1_float"] = float((fp == labels).float().mean())
             metrics["top1_quantized"] = float((qp == labels).float().mean())
             metrics["top1_npu"] = float((npp == labels).float().mean())
-    steps = []
+    per_sample = []
     for outputs_q, outputs_n in zip(quant_out, npu_out):
+        worst = None
         for index, (a, b) in enumerate(zip(outputs_q, outputs_n)):
             if index < len(scales) and scales[index]:
-                steps.append(((b - a).abs() / scales[index]).flatten())
-    if steps:
-        every = torch.cat(steps)
-        metrics["max_error_steps"] = round(float(every.max()), 4)
-        metrics["mean_error_steps"] = round(float(every.mean()), 6)
+                steps = float(((b - a).abs() / scales[index]).max())
+                worst = steps if worst is None else max(worst, steps)
+        per_sample.append(worst)
+    measured = [s for s in per_sample if s is not None]
+    if measured:
+        metrics["max_error_steps"] = round(max(measured), 4)
+        metrics["mean_error_steps"] = round(sum(measured) / len(measured), 6)
+        metrics["worst_sample"] = max(range(len(per_sample)), key=lambda i: per_sample[i] or 0)
     all_float = torch.cat([t.flatten() for o in float_out for t in o])
     all_npu = torch.cat([t.flatten() for o in npu_out for t in o])
     metrics["float_output_max_abs"] = float(all_float.abs().max())
-    metrics["cosine_npu_vs_float"] = round(cosine(all_float, all_npu), 6)
+    metrics.update(against_float(float_out, npu_out, scales))
     metrics["snr_db_npu_vs_float"] = _finite(snr_db(all_float, all_npu))
     return metrics
+
+
+def against_float(float_out, npu_out, scales) -> dict:
+    """Cosine and relative error (Frobenius) of the NPU path against float, as ExecuTorch's Arm tests
+    compute them for quantized models (compare_rel_frobenius_and_cosine_similarity): float values
+    below one output step count as 0; an all-0 reference is not judged; the relative error is not
+    judged when the reference's norm is at quantization-noise scale (step * sqrt(values))."""
+    reference, test, floor = [], [], 0.0
+    for outputs_f, outputs_n in zip(float_out, npu_out):
+        for index, (a, b) in enumerate(zip(outputs_f, outputs_n)):
+            step = scales[index] if index < len(scales) and scales[index] else 0.0
+            reference.append(torch.where(a.abs() >= step, a, torch.zeros_like(a)).flatten())
+            test.append(b.flatten())
+            floor = max(floor, step)
+    ref, out = torch.cat(reference).double(), torch.cat(test).double()
+    if not bool(ref.count_nonzero()):
+        return {"reference_all_zero": True, "cosine_npu_vs_float": None, "relative_error_npu_vs_float": None}
+    norm = float(ref.norm())
+    relative = float((out - ref).norm()) / norm if norm > floor * math.sqrt(ref.numel()) else None
+    return {"reference_all_zero": False, "cosine_npu_vs_float": round(cosine(ref, out), 6),
+            "relative_error_npu_vs_float": None if relative is None else round(relative, 6)}

@@ -138,6 +138,11 @@ def model_dataset_files(wildcards):
     return dataset_files(SWEEP.models[wildcards.model].dataset)
 
 
+def model_classifier(wildcards):
+    """`classifier:` from the model's config: None lets labelled data decide (ethosweep.numerics)."""
+    return SWEEP.models[wildcards.model].classifier
+
+
 def model_training(wildcards):
     return SWEEP.models[wildcards.model].train
 

@@ -9,6 +9,7 @@ rule lower_to_tosa:
         tosa=directory(f"{LOWERED}/tosa"),
         edge=f"{LOWERED}/edge.pt2",
         delegation=f"{LOWERED}/delegation.json",
+        tosa_sources=f"{LOWERED}/tosa_sources.json",
         meta=f"{LOWERED}/lower.json",
     log:
         f"logs/lower/{PROFILE}.log",

@@ -9,6 +9,7 @@ rule verify_numerics:
         quantized=f"results/quantize/{PROFILE}/quantized.pt2",
         edge=f"{LOWERED}/edge.pt2",
         lower_meta=f"{LOWERED}/lower.json",
+        tosa_sources=f"{LOWERED}/tosa_sources.json",
         dataset=model_dataset_files,
     output:
         report=f"{VERIFY}/verify.json",
@@ -19,11 +20,14 @@ rule verify_numerics:
         f"benchmarks/verify/{PROFILE}.tsv"
     params:
         dataset=model_dataset,
+        classifier=model_classifier,
         seed=SWEEP.seed,
         evaluation_samples=numerics("evaluation_samples"),
         random_samples=numerics("random_samples"),
         min_agreement=numerics("min_agreement"),
         max_error_steps=numerics("max_error_steps"),
+        min_cosine=numerics("min_cosine"),
+        max_relative_error=numerics("max_relative_error"),
         bundle_samples=numerics("bundle_samples"),
         code=code_version("ethosweep.verify"),
     threads: 1

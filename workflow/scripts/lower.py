@@ -9,5 +9,6 @@ run_stage(
     tosa_dir=snakemake.output.tosa,
     edge=snakemake.output.edge,
     delegation=snakemake.output.delegation,
+    tosa_sources=snakemake.output.tosa_sources,
     meta=snakemake.output.meta,
 )

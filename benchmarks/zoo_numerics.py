@@ -1,0 +1,75 @@
+"""The numerics verdicts on a zoo nobody here wrote: torchvision classifiers with random weights.
+
+    uv run python benchmarks/zoo_numerics.py                        # the models below, U55 and U85 profiles
+    uv run python benchmarks/zoo_numerics.py --models resnet18 --profiles u55
+
+Each model goes through the stages' own functions (export, quantize, lower to TOSA, verify) at
+96x96, calibrated on its example input as a model without a dataset is, and the verify stage's
+verdict, reason and (if flagged) layer are printed, with the time each took. Every `flagged`
+must be explained by the layer it names; the closing lines count the verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+MODELS = ("resnet18", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "regnet_x_400mf")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--profiles", nargs="+", default=["u55", "u85"], choices=["u55", "u85"])
+    parser.add_argument("--size", type=int, default=96)
+    args = parser.parse_args()
+
+    from ethosweep.export import export_model
+    from ethosweep.lower import lower_to_tosa
+    from ethosweep.quantize import quantize_model
+    from ethosweep.verify import verify_numerics
+
+    verdicts: Counter = Counter()
+    for name in args.models:
+        model = {"name": name, "import": f"torchvision.models:{name}", "kwargs": {},
+                 "inputs": [{"shape": [1, 3, args.size, args.size], "dtype": "float32", "range": [0, 1]}]}
+        with tempfile.TemporaryDirectory(prefix="ethosweep-zoo-") as tmp:
+            d = Path(tmp)
+            started = time.perf_counter()
+            export_model(model=model, seed=0, program=str(d / "p.pt2"), inputs=str(d / "i.pt"),
+                         reference=str(d / "r.pt"), meta=str(d / "e.json"))
+            for profile in args.profiles:
+                t = time.perf_counter()
+                quantize_model(program=str(d / "p.pt2"), inputs=str(d / "i.pt"), scheme="int8", profile=profile,
+                               quantized=str(d / f"q{profile}.pt2"), meta=str(d / f"q{profile}.json"))
+                low = d / profile
+                lowered = lower_to_tosa(quantized=str(d / f"q{profile}.pt2"), profile=profile,
+                                        template=str(low / "t.pte"), tosa_dir=str(low / "tosa"), edge=str(low / "e.pt2"),
+                                        delegation=str(low / "d.json"), tosa_sources=str(low / "s.json"),
+                                        meta=str(low / "l.json"))
+                record = verify_numerics(program=str(d / "p.pt2"), quantized=str(d / f"q{profile}.pt2"),
+                                         inputs=str(d / "i.pt"), edge=str(low / "e.pt2"), lower_meta=str(low / "l.json"),
+                                         tosa_sources=str(low / "s.json"), report=str(low / "v.json"),
+                                         bundle_io=str(low / "b.pt"))
+                verdicts[record["verdict"]] += 1
+                layers = (record.get("location") or {}).get("layers") or []
+                worst_own = max((l["own_steps"] for l in layers), default=None)
+                print(f"{name:<20} {profile}  {len(lowered['partitions'])} partition(s)  {record['verdict']:<12} "
+                      f"max {record['metrics'].get('max_error_steps')} steps"
+                      + (f" (worst layer on its own: {worst_own})" if worst_own is not None else "")
+                      + f"  {time.perf_counter() - t:.0f} s", flush=True)
+                print(f"    {record['reason'] or 'no note'}" + (f" [layer {record['layer']}]" if record["layer"] else ""),
+                      flush=True)
+            print(f"    ({time.perf_counter() - started:.0f} s in all)", flush=True)
+    print(", ".join(f"{count} {verdict}" for verdict, count in verdicts.most_common()))
+
+
+if __name__ == "__main__":
+    main()
