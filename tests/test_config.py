@@ -45,6 +45,13 @@ def test_default_config_is_the_documented_matrix():
     assert len(result.quantize_keys()) == 18
     assert "81 cells (9 models, 3 targets, 4 memory modes, 1 quantization scheme)" in result.describe()
     assert result.models["mnist_digits"].dataset == "digits" and result.models["mnist_digits"].train["epochs"] == 12
+    # what the README says of it: cross product, board cells, summary rows (a cell per board it is on)
+    cross = len([c for c in result.cells if c.id not in {cell.id for board, cell in result.board_cells()
+                                                           if board == "imx93"}])
+    rows = sum(max(1, len(result.cell_boards.get(c.id, []))) for c in result.cells)
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert (f"Dedicated_Sram: {cross} cells, and the i.MX93 board adds its Ethos-U65 / Dedicated_Sram_384KB cell per "
+            f"model: {len(result.cells)} cells in all ({rows} summary rows") in readme
 
 
 def test_schema_fills_defaults():

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TINY_CONFIG, make_workdir, planned_jobs, snakemake
+from conftest import CHECKOUT_LINKS, REPO, TINY_CONFIG, make_workdir, planned_jobs, snakemake, typed
 from ethosweep.io import read_json
+from tosa_edit import replace_partition_tosa, zero_size_tosa
 
 GOOD = {"name": "mnist", "file": "models/mnist.py"}
 BAD_MODELS = {
@@ -29,6 +30,12 @@ BAD_MODELS = {
     "data_dependent": "export: model 'data_dependent' (tests/models/data_dependent.py): torch.export failed (",
     "forward_raises": "export: model 'forward_raises' (tests/models/forward_raises.py): forward() on ModelInputs raised "
                       "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x3)",
+    # the job's process dies: the supervisor names the signal and what was running
+    "segfaults": "export: model 'segfaults' crashed (SIGSEGV) running forward() on its example inputs",
+    "killed": "export: model 'killed' was killed (SIGKILL) while running forward() on its example inputs, most likely "
+              "for memory (peak memory ",
+    "hangs": "export: stopped at its wall-clock limit of 1 min (resources.runtime of export_model): model 'hangs' was "
+             "still running forward() on its example inputs; raise it with --set-resources export_model:runtime=<minutes>",
 }
 # Operators the NPU may not run: the cell still succeeds and says what stayed on the CPU and why.
 PARTLY_OR_FULLY = {
@@ -60,7 +67,8 @@ def broken_sweep(tmp_path_factory):
     })
     shutil.copytree(REPO / "tests" / "models", workdir / "tests" / "models")
     shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data", dirs_exist_ok=True)
-    proc = snakemake(workdir, check=False)
+    # a 1-minute wall-clock limit for exports, so the hanging model is stopped soon
+    proc = snakemake(workdir, "--set-resources", "export_model:runtime=1", check=False)
     return workdir, proc
 
 
@@ -68,7 +76,7 @@ def test_the_run_fails_but_every_good_cell_completes(broken_sweep):
     workdir, proc = broken_sweep
     assert proc.returncode != 0
     rows = summary_rows(workdir)
-    assert len(rows) == 9 * 2
+    assert len(rows) == (1 + len(BAD_MODELS) + len(PARTLY_OR_FULLY) + 1) * 2
     good = rows["mnist", "ethos-u55-128"]
     assert (good["status"], good["vela_cycles_total"]) == ("ok", "138824")
     assert (workdir / "results/header/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model_pte.h").exists()
@@ -86,10 +94,17 @@ def test_a_broken_model_names_the_file_and_the_cause(broken_sweep, model):
     assert f"(log: logs/export/{model}.log)" in proc.stderr
 
 
+def test_a_job_killed_for_memory_names_the_memory_its_rule_declares(broken_sweep):
+    workdir, _ = broken_sweep
+    reason = summary_rows(workdir)["killed", "ethos-u55-128"]["reason"]
+    assert reason.endswith("MiB, the rule declares mem_mb=2000; raise it with --set-resources export_model:mem_mb=<MB>, "
+                           "or run fewer jobs at once)")
+
+
 def test_cpu_only_cells_of_broken_models_are_named_in_their_summary(broken_sweep):
     workdir, _ = broken_sweep
     rows = {r["model"]: r for r in csv.DictReader(open(workdir / "results/cpu/summary.csv"))}
-    assert len(rows) == 9
+    assert len(rows) == 1 + len(BAD_MODELS) + len(PARTLY_OR_FULLY) + 1
     assert (rows["mnist"]["status"], rows["mnist"]["pte_bytes"]) == ("ok", str(
         (workdir / "results/cpu/mnist/int8/cortex-m55/model.pte").stat().st_size))
     for model, reason in BAD_MODELS.items():
@@ -130,21 +145,54 @@ def test_a_vela_failure_leaves_a_reproducer_that_reproduces_it(broken_sweep):
     command = (repro / "command.sh").read_text().splitlines()[-1]
     assert command.startswith("vela partition_0.tosa ") and "--config=./vela.ini" in command
     assert "--system-config=Test_U85_Broken" in command and "--memory-mode=Shared_Sram" in command
-    # Run exactly as the README says (with this environment's vela on PATH): the same error.
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["sh", str(repro / "command.sh")], capture_output=True, text=True, env=env)
+    # The README's command, exactly as written there, gives the same error outside the sweep.
+    readme = (repro / "README.txt").read_text()
+    command_in_readme = next(line.strip() for line in readme.splitlines() if line.strip().startswith("uv run sh "))
+    assert command_in_readme == f"uv run sh results/vela/{BROKEN_VELA_CELL}/repro/command.sh"
+    proc = typed(command_in_readme, workdir)
     assert proc.returncode != 0
     assert "Invalid configuration of arena_cache_size=-1 (must be >= 0)" in proc.stdout + proc.stderr
+
+
+def test_a_vela_crash_is_named_kept_as_a_reproducer_and_fails_only_its_cells(sweep_copy):
+    """Vela's native compiler crashing on a partition (here: a crafted TOSA in place of the
+    mnist U55 profile's) fails only the cells compiled from it, with the signal's name."""
+    replace_partition_tosa(sweep_copy / "results/lower/mnist/int8/u55", zero_size_tosa(), edge=False)
+    proc = snakemake(sweep_copy, check=False)
+    assert proc.returncode != 0
+    cell = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    reason = ("Vela crashed (SIGSEGV) compiling partition 0 for ethos-u55-128 / Shared_Sram "
+              f"(reproducer: results/vela/{cell}/repro/)")
+    assert f"ethosweep: FAILED compile_with_vela {cell}: {reason} (log: logs/vela/{cell}.log)" in proc.stderr
+    assert proc.stderr.count("ethosweep: FAILED") == 1
+    rows = [r for r in csv.DictReader(open(sweep_copy / "results/summary.csv"))]
+    failed = {(r["model"], r["target"]) for r in rows if r["status"] != "ok"}
+    assert failed == {("mnist", "ethos-u55-128")}
+    assert next(r for r in rows if r["model"] == "mnist" and r["status"] != "ok")["reason"] == f"vela: {reason}"
+    # the same model's U85 cell (its own profile) and every other cell are unaffected
+    u85 = next(r for r in rows if (r["model"], r["target"]) == ("mnist", "ethos-u85-256"))
+    assert u85["status"] == "ok" and u85["vela_cycles_total"] == "46703"
+
+    repro = sweep_copy / "results/vela" / cell / "repro"
+    assert sorted(p.name for p in repro.iterdir()) == ["README.txt", "command.sh", "partition_0.tosa", "vela.ini"]
+    assert (repro / "partition_0.tosa").read_bytes() == zero_size_tosa()
+    readme = (repro / "README.txt").read_text()
+    assert readme.startswith(f"Vela 5.1.0 failed on this partition: {reason.split(' (reproducer')[0]}")
+    # The README's command, exactly as written there, reproduces the crash outside the sweep.
+    command = next(line.strip() for line in readme.splitlines() if line.strip().startswith("uv run sh "))
+    ran = typed(command, sweep_copy)
+    assert ran.returncode == 128 + signal.SIGSEGV or ran.returncode == -signal.SIGSEGV, (ran.returncode, ran.stderr[-500:])
 
 
 def test_a_rerun_retries_only_what_failed(broken_sweep):
     workdir, _ = broken_sweep
     jobs = planned_jobs(workdir)
-    assert jobs["export_model"] == 6  # the six broken models, not mnist
+    broken = len(BAD_MODELS) + 1  # and the import path that does not resolve; not mnist
+    assert jobs["export_model"] == broken
     # Vela for the good models on the broken U85 config, and the broken models' cells
-    assert jobs["compile_with_vela"] == 3 + 6 * 2
+    assert jobs["compile_with_vela"] == 3 + broken * 2
     # lowering only for the models that never got there (not for the good ones' U85 profile)
-    assert jobs["lower_to_tosa"] == jobs["quantize_model"] == 6 * 2
+    assert jobs["lower_to_tosa"] == jobs["quantize_model"] == broken * 2
 
 
 def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, tmp_path):
@@ -197,7 +245,13 @@ def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep
     proc.wait(timeout=120)
 
     if how == "SIGKILL":
-        snakemake(work, "--unlock")  # Snakemake's lock outlives a killed run, by design
+        # Snakemake's lock outlives a killed run, by design; it says so, and the README's command
+        # (exactly as written there) releases it
+        locked = snakemake(work, check=False)  # a real run: a dry run does not take the lock
+        assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr
+        assert "`uv run snakemake --unlock`" in (REPO / "README.md").read_text()
+        unlocked = typed("uv run snakemake --unlock", work)
+        assert unlocked.returncode == 0 and "Unlocked working directory" in unlocked.stdout + unlocked.stderr
     # Every cell not completed before the interrupt is still to do: each of the 6 cells either
     # has its header or plans the job that writes it.
     planned = planned_jobs(work)
@@ -269,5 +323,6 @@ def edge_digest(path: Path) -> str:
 
 
 def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):
-    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "tests"}  # tests: the test board file
+    # tests: the test board file; the links make the directory look like a checkout (conftest)
+    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "tests", *CHECKOUT_LINKS}
     assert {p.name for p in tiny_sweep.iterdir()} <= allowed

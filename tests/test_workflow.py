@@ -33,7 +33,7 @@ def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
         ("ds_cnn", "ethos-u55-128", "Shared_Sram"), ("mnist_digits", "ethos-u55-128", "Shared_Sram"),
     }
     mnist = table["mnist", "ethos-u55-128", "Shared_Sram"]
-    # The seeds' figures for this cell (REFERENCE.md): 1,135,872 MACs, 52,036 NPU cycles.
+    # The seeds' figures for this cell, as Vela 5.1.0 reported them on its own (tests/data/vela/): 1,135,872 MACs, 52,036 NPU cycles.
     assert (mnist["status"], mnist["delegation"], mnist["vela_macs"], mnist["vela_cycles_npu"]) == ("ok", "full", "1135872", "52036")
     assert int(mnist["vela_cycles_total"]) == 138824 and mnist["vela_inference_ms"] == "0.2776"
     assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/vela" / U55_CELL / "model.pte").stat().st_size
@@ -98,6 +98,13 @@ def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
                                         "plan_firmware": 2,
                                         "report_cell": 8, "report_plots": 1, "report_index": 1,
                                         "summarize_sweep": 1, "all": 1}
+    snakemake(sweep_copy)
+    # The report's advice compares the memory modes of this very sweep, with their numbers.
+    shared, sram_only = (rows(sweep_copy)["mnist", "ethos-u55-128", mode] for mode in ("Shared_Sram", "Sram_Only"))
+    fewer = int(shared["vela_cycles_total"]) / int(sram_only["vela_cycles_total"])
+    detail = (sweep_copy / "results/report/cells" / f"{U55_CELL}.html").read_text()
+    assert (f"In this sweep Sram_Only takes {int(sram_only['vela_cycles_total']):,} cycles ({fewer:.1f}× fewer), with "
+            f"{float(sram_only['vela_sram_kib']):.1f} KiB of SRAM for tensors") in detail
 
 
 def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
@@ -178,9 +185,10 @@ def test_every_cell_is_verified_against_its_own_tosa(tiny_sweep):
     for row in rows(tiny_sweep).values():
         assert row["numerics"] == "ok", row
         assert float(row["max_error_steps"]) <= 1
-    # without a dataset: the example inputs plus random ones, no accuracy
+    # without a dataset: the example inputs plus random ones, as many as 400 output values need
+    # (ethosweep.numerics: 10 outputs a sample, 40 samples), and no accuracy
     mnist = rows(tiny_sweep)["mnist", "ethos-u85-256", "Shared_Sram"]
-    assert mnist["data"].startswith("the example inputs and 7 random inputs") and mnist["top1_float"] == ""
+    assert mnist["data"].startswith("the example inputs and 39 random inputs") and mnist["top1_float"] == ""
 
 
 def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
@@ -222,3 +230,35 @@ def test_deployment_bundles_hold_what_goes_on_the_board(tiny_sweep):
     readme = (bundle / "README.md").read_text()
     assert "**Fit: fits**" in readme and "Seed 000's steps" in readme
     assert rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]["deploy"] == f"results/deploy/alif-e8/{U55_CELL}"
+
+
+def test_a_real_lowering_discrepancy_is_flagged_in_the_summary_with_its_layer(sweep_copy):
+    """Half of conv2's weights negated in mnist_digits' TOSA, both in what the cells compile and in
+    what the verify stage runs: the summary row says flagged, and where."""
+    from ethosweep.lower import load_edge
+    from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
+
+    lowered = sweep_copy / "results/lower/mnist_digits/int8/u55"
+    tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
+    replace_partition_tosa(lowered, tosa)
+    assert planned_jobs(sweep_copy)["verify_numerics"] == 1
+    snakemake(sweep_copy)
+    row = rows(sweep_copy)["mnist_digits", "ethos-u55-128", "Shared_Sram"]
+    assert (row["status"], row["numerics"], row["numerics_layer"]) == ("ok", "flagged", "conv2d_1")
+    assert row["numerics_reason"].startswith("layer conv2d_1 (conv2d + relu, conv2) computes something else than the "
+                                             "quantized model:")
+    assert float(row["top1_npu"]) < float(row["top1_quantized"])
+    assert all(r["numerics"] == "ok" for key, r in rows(sweep_copy).items() if key[0] != "mnist_digits")
+
+
+def test_a_cell_compiled_from_another_tosa_than_the_verified_one_is_unverified(sweep_copy):
+    from ethosweep.lower import load_edge
+    from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
+
+    lowered = sweep_copy / "results/lower/mnist/int8/u55"
+    tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
+    replace_partition_tosa(lowered, tosa, template=False)  # the verify stage sees other TOSA than the cells
+    snakemake(sweep_copy)
+    row = rows(sweep_copy)["mnist", "ethos-u55-128", "Shared_Sram"]
+    assert (row["status"], row["numerics"]) == ("ok", "unverified")
+    assert row["numerics_reason"] == "the cell's TOSA differs from the verified TOSA"
