@@ -81,7 +81,10 @@ def default_matrix(root: Path, cores: int, before: str) -> bool:
     sweep = build_sweep(config, REPO)
     print(f"default matrix: {sweep.describe().removeprefix('ethosweep: ')}", flush=True)
     old_src = checkout(before, root / "before-src")
-    old = make_workdir(root / "before", config)
+    # each side runs its own default config (the numerics section gained keys since); same matrix
+    old_config = yaml.safe_load((old_src / "config" / "config.yaml").read_text())
+    assert [c.id for c in build_sweep(old_config, REPO).cells] == [c.id for c in sweep.cells]
+    old = make_workdir(root / "before", old_config)
     new = make_workdir(root / "after", config)
     before_s = timed(f"before ({before}), cold", lambda: snakemake(old, cores, old_src))
     after_s = timed("after (this checkout), cold", lambda: snakemake(new, cores, REPO))
@@ -93,13 +96,18 @@ def default_matrix(root: Path, cores: int, before: str) -> bool:
         if not old_pte.is_file() or old_pte.read_bytes() != new_pte.read_bytes():
             problems.append(f"{cell.id}: the .pte differs")
     result = compare(read_summary_csv(old / "results/summary.csv"), read_summary_csv(new / "results/summary.csv"))
-    problems += [f"{' / '.join(k for k in key if k)}: {deltas}" for key, deltas in result["changed"]]
+    # The verify stage now evaluates a model without data on as many random inputs as its thresholds
+    # need (ethosweep.numerics), so its error in steps is measured on more samples: not compared.
+    changed = [(key, {k: v for k, v in deltas.items() if k != "error steps"}) for key, deltas in result["changed"]]
+    changed = [(key, deltas) for key, deltas in changed if deltas]
+    problems += [f"{' / '.join(k for k in key if k)}: {deltas}" for key, deltas in changed]
     problems += [f"only before: {key}" for key in result["only_a"]] + [f"only after: {key}" for key in result["only_b"]]
     if problems:
         print("DIFFERENT RESULTS:\n  " + "\n  ".join(problems))
         return True
-    print(f"same results: all {len(sweep.cells)} cells' .pte files byte-identical; `ethosweep compare`: "
-          f"{result['same']} summary rows unchanged, none changed\n", flush=True)
+    print(f"same results: all {len(sweep.cells)} cells' .pte files byte-identical; `ethosweep compare`: no Vela "
+          f"cycle, time, SRAM, .pte size, top-1 or status delta in {len(read_summary_csv(new / 'results/summary.csv'))} "
+          "summary rows (error steps aside: measured on more samples now)\n", flush=True)
     return False
 
 
