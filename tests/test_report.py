@@ -50,7 +50,7 @@ def test_the_report_has_real_numbers_plots_and_advice(tiny_sweep):
     with open(tiny_sweep / "results/summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     digits = next(r for r in rows if r["model"] == "mnist_digits")
-    assert f"{100 * float(digits['top1_npu']):.1f}%" in page
+    assert f"{100 * float(digits['top1_npu']):.1f} % on the NPU path" in page  # the accuracy cost, in What to pick
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
@@ -77,3 +77,95 @@ def test_snakemakes_own_report_builds(tiny_sweep, tmp_path):
     for plot in ("cycles.svg", "fit.svg", "roofline.svg", "pareto.svg", "index.html"):
         assert plot in listing
     assert listing.count("Shared_Sram.html") == 6  # a detail page per cell, labelled by model/target/memory mode
+
+
+# ---- what to pick ---------------------------------------------------------------------------
+
+
+def summary(tiny_sweep) -> list[dict]:
+    with open(tiny_sweep / "results/summary.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def board_params(name: str) -> dict:
+    import yaml
+
+    from ethosweep.boards import board_from_profile
+
+    path = REPO / "boards" / f"{name}.yaml" if name != "tiny-board" else REPO / "tests/data/tiny_board.yaml"
+    return board_from_profile(yaml.safe_load(path.read_text()), str(path)).as_params()
+
+
+def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
+    from ethosweep import recommend
+
+    rows = summary(tiny_sweep)
+    (alif, tiny) = recommend.board_sections(rows, {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")})
+    assert alif.summary == "4 of 4 models fit"
+    mnist = next(p for p in alif.picks if p.model == "mnist")
+    row = next(r for r in rows if (r["model"], r["board"]) == ("mnist", "alif-e8"))
+    assert mnist.verdict == "fits" and mnist.row is row or mnist.row == row
+    assert mnist.text.startswith(f"fastest that fits: Shared_Sram, {float(row['board_inference_ms']):.3g} ms (Vela estimate "
+                                 f"at the board's clock), margin SRAM {float(row['fit_sram_margin_kib']):,.0f} KiB")
+    digits = next(p for p in alif.picks if p.model == "mnist_digits")
+    d = next(r for r in rows if (r["model"], r["board"]) == ("mnist_digits", "alif-e8"))
+    assert digits.text.endswith(f"top-1 {100 * float(d['top1_float']):.1f} % float → {100 * float(d['top1_npu']):.1f} % "
+                                f"on the NPU path ({d['data']})")
+    # the 16 KiB test board: MNIST does not fit anywhere, and the page says so with the closest miss
+    assert tiny.summary == "1 of 4 models fit"
+    mnist = next(p for p in tiny.picks if p.model == "mnist")
+    t = next(r for r in rows if (r["model"], r["board"]) == ("mnist", "tiny-board"))
+    assert mnist.verdict == "does not fit"
+    assert mnist.text == f"does not fit in any memory mode; closest: Shared_Sram, {t['fit'].removeprefix('does not fit: ')}"
+
+
+def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
+    from ethosweep import recommend
+
+    # add's Vela estimate rounds to 0.0 ms in the summary: it meets any budget, so it is left out here
+    rows = [r for r in summary(tiny_sweep) if r["model"] != "add"]
+    (alif,) = recommend.board_sections(rows, {"alif-e8": board_params("alif-e8")}, budget_ms=1e-6)
+    assert alif.summary == "3 of 3 models fit; 0 within 1e-06 ms"
+    assert all(p.verdict == "misses budget" and "misses the 1e-06 ms budget by" in p.text for p in alif.picks)
+    bare = recommend.bare_section(rows, budget_ms=1e-6)
+    assert bare.summary == "0 of 1 models within 1e-06 ms"  # mnist is on no board on the U85
+    assert all("no configuration of the sweep is within the 1e-06 ms budget" in p.text for p in bare.picks)
+    # a budget the U85 meets: the smallest NPU meeting it is named, with its numbers
+    mnist = next(r for r in rows if (r["model"], r["target"], r["board"]) == ("mnist", "ethos-u85-256", ""))
+    bare = recommend.bare_section(rows, budget_ms=float(mnist["vela_inference_ms"]) * 1.01)
+    pick = next(p for p in bare.picks if p.model == "mnist")
+    assert pick.verdict == "meets budget" and "smallest NPU within" in pick.text
+    assert f"ethos-u85-256 / Shared_Sram (256 MACs/cycle, {float(mnist['vela_inference_ms']):.3g} ms)" in pick.text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+def test_the_table_sorts_and_filters_in_headless_chromium(tiny_sweep, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    rows = summary(tiny_sweep)
+    index = tiny_sweep / "results/report/index.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[a for a in HEADLESS if a != "--headless"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(index.as_uri())
+        body = page.locator("table#cells tbody tr")
+        body.first.wait_for()
+        assert body.count() == len(rows) == 10
+        # the first screen answers "what fits where" before any table
+        first_screen = page.locator("body").inner_text()[:3000]
+        assert "What to pick" in first_screen and "alif-e8" in first_screen and "fastest that fits" in first_screen
+        page.screenshot(path=str(tmp_path / "first-screen.png"))
+        # filter: the search box keeps the rows that mention the text
+        page.fill(".dt-search input", "ethos-u85-256")
+        page.wait_for_timeout(300)
+        shown = body.all_inner_texts()
+        assert len(shown) == sum(1 for r in rows if r["target"] == "ethos-u85-256") == 2
+        assert all("ethos-u85-256" in text for text in shown)
+        page.fill(".dt-search input", "")
+        # sort: a click on the header orders the rows by Vela's cycles, smallest first
+        page.locator(".dt-scroll-head th", has_text="Vela cycles").click()  # the visible header (scrollX)
+        page.wait_for_timeout(300)
+        first = body.first.inner_text()
+        smallest = min(rows, key=lambda r: float(r["vela_cycles_total"]))
+        assert first.split("\t")[0] == smallest["model"]
+        browser.close()

@@ -373,22 +373,30 @@ def write_cell_report(cell: dict, per_layer: str, vela_summary: str, delegation:
 # ---- the page -------------------------------------------------------------------------------
 
 STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1400px;color:#222;padding:0 1rem}
 h1{margin-bottom:.2rem} .sub{color:#555;margin-top:0}
 table{border-collapse:collapse;font-size:12px;margin:.5rem 0} th,td{border:1px solid #ddd;padding:3px 6px;text-align:right}
-th{background:#f3f3f3;position:sticky;top:0} td.l,th.l{text-align:left}
-tr.failed td{background:#fde2e1} tr.flagged td.numerics{background:#fff3cd} td.nofit{background:#fde2e1}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+table.cells td,table.cells th{white-space:nowrap}
 figure{margin:1.5rem 0} figcaption{color:#444;font-size:13px;max-width:900px}
 section.cell{border-top:1px solid #eee;padding:.3rem 0} ul.advice li{margin:.2rem 0}
 details>summary{cursor:pointer;font-weight:600;margin:.4rem 0} .note{background:#f6f8fa;padding:.6rem .8rem;border-radius:4px;font-size:13px}
+section.pick{margin:.8rem 0 1.4rem} section.pick h3{margin:.2rem 0} section.pick table td{text-align:left;white-space:normal}
+section.pick td.model{font-weight:600;white-space:nowrap} .verdict{white-space:nowrap;border-radius:3px;padding:1px 5px}
+.v-fits,.v-meets-budget,.v-fastest{background:#dff3e3} .v-misses-budget{background:#fff3cd}
+.v-does-not-fit,.v-failed{background:#fde2e1}
 """
 
+# The full table: what each column shows (summary.csv has them all).
 TABLE_COLUMNS = (
     ("model", "model"), ("quantization", "q"), ("target", "target"), ("memory_mode", "memory mode"), ("board", "board"),
-    ("status", "status"), ("delegation", "delegation"), ("vela_cycles_total", "Vela cycles"), ("vela_inference_ms", "ms"),
-    ("vela_sram_kib", "SRAM KiB"), ("pte_bytes", ".pte bytes"), ("fit", "fit"), ("top1_float", "top-1 float"),
-    ("top1_npu", "top-1 NPU"), ("max_error_steps", "NPU vs quant (steps)"), ("numerics", "numerics"),
+    ("status", "status"), ("delegation", "delegation"), ("vela_cycles_total", "Vela cycles"), ("vela_inference_ms", "ms (Vela)"),
+    ("board_inference_ms", "ms at board clock"), ("vela_sram_kib", "SRAM KiB"), ("pte_bytes", ".pte bytes"), ("fit", "fit"),
+    ("top1_float", "top-1 float %"), ("top1_npu", "top-1 NPU %"), ("max_error_steps", "NPU vs quant (steps)"),
+    ("numerics", "numerics"), ("numerics_reason", "numerics: why"),
 )
+NUMBERS = {"vela_cycles_total", "vela_inference_ms", "board_inference_ms", "vela_sram_kib", "pte_bytes", "top1_float",
+           "top1_npu", "max_error_steps"}
 
 
 CPU_TABLE_COLUMNS = (
@@ -412,33 +420,115 @@ def _cpu_section(cpu_rows: list[dict]) -> list[str]:
             f"<table class=\"summary\"><tr>{head}</tr>" + "".join(body) + "</table>"]
 
 
+def _pick_sections(rows: list[dict], boards: dict[str, dict], budget_ms, board_budgets) -> list[str]:
+    """'What to pick': per board, then for the bare targets (ethosweep.recommend)."""
+    from ethosweep import recommend
+
+    sections = recommend.board_sections(rows, boards, budget_ms, board_budgets)
+    bare = recommend.bare_section(rows, budget_ms)
+    parts = ["<h2 id=\"pick\">What to pick</h2>",
+             "<p class=\"note\">Per board: the models that fit its memories and, for each, the fastest memory mode that "
+             "fits (Vela's cycles at the board's NPU clock). Per model on no board: the fastest configuration and, with "
+             "a latency budget (<code>report.latency_budget_ms</code>), the smallest NPU meeting it. Times are Vela's "
+             "compiler estimates; accuracy is the verify stage's, where the model has labelled data.</p>"]
+    for section in [*sections, *([bare] if bare else [])]:
+        budget = f"; budget {section.budget_ms:g} ms" if section.budget_ms is not None else ""
+        parts.append(f"<section class=\"pick\"><h3>{_e(section.title)}</h3><p>{_e(section.summary)}{_e(budget)}</p><table>")
+        for pick in section.picks:
+            anchor = f" <a href=\"#{_anchor(_row_cell(pick.row))}\">detail</a>" if pick.row else ""
+            parts.append(f"<tr><td class=\"model\">{_e(pick.model)}</td><td><span class=\"verdict v-{pick.verdict.replace(' ', '-')}\">"
+                         f"{_e(pick.verdict)}</span></td><td>{_e(pick.text)}{anchor}</td></tr>")
+        parts.append("</table></section>")
+    return parts
+
+
+def _row_cell(row: dict) -> dict:
+    return {"model": row["model"], "quant": row["quantization"], "target": row["target"],
+            "system_config": row["system_config"], "memory_mode": row["memory_mode"]}
+
+
+def cells_table(rows: list[dict]) -> str:
+    """Every summary row as a table that sorts and filters in the browser, offline.
+
+    The table is DataTables, from the itables package (a maintained Python package that ships
+    the DataTables bundle, 0.6 MB, and inlines it with `connected=False`): sorting, a search over
+    every column and a filter per column (DataTables' ColumnControl) without a server, a network
+    or JavaScript of ours. Plots stay matplotlib SVGs: interactive plots (Plotly inlines ~3.5 MB of
+    JavaScript per page) would more than quintuple the page for hover labels the tables give anyway.
+    """
+    import pandas as pd
+    from itables.javascript import to_html_datatable
+
+    data = []
+    for r in rows:
+        record = {}
+        for key, label in TABLE_COLUMNS:
+            value = r.get(key, "")
+            if key in NUMBERS:
+                number = _num(value)
+                if math.isnan(number):
+                    value = ""  # blank, not "NaN" (DataTables sorts blanks with any type)
+                elif key.startswith("top1"):
+                    value = round(100 * number, 1)
+                else:  # whole numbers (cycles, bytes) shown without ".0"
+                    value = int(number) if number.is_integer() else number
+            if key == "numerics_reason" and value:  # long: shortened, in full on hover
+                value = f'<span title="{_e(value)}">{_e(value[:60] + ("…" if len(value) > 60 else ""))}</span>'
+            elif isinstance(value, str):
+                value = _e(value)
+            record[label] = value
+        record["detail"] = f'<a href="#{_anchor(_row_cell(r))}">detail</a>'
+        data.append(record)
+    frame = pd.DataFrame(data, columns=[label for _, label in TABLE_COLUMNS] + ["detail"], dtype=object)
+    text_columns = [i for i, (key, _) in enumerate(TABLE_COLUMNS) if key not in NUMBERS]
+    return to_html_datatable(
+        frame, connected=False, table_id="cells", classes="display compact cells", allow_html=True,
+        showIndex=False, pageLength=25, scrollX=True, columnDefs=[{"className": "dt-left", "targets": text_columns}], lengthMenu=[10, 25, 100, 500], maxBytes=0, display_logo_when_loading=False,
+        columnControl=["order", "searchDropdown"], text_in_header_can_be_selected=False,  # a header click sorts
+        # search first; not itables' default layout, which it hides on tables shorter than a page
+        layout={"topStart": "search", "topEnd": "pageLength", "bottomStart": "info", "bottomEnd": "paging"},
+    )
+
+
 def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[dict, str]], sweep_text: str,
-                 cpu_rows: list[dict] | None = None) -> str:
+                 cpu_rows: list[dict] | None = None, boards: dict[str, dict] | None = None,
+                 budget_ms: float | None = None, board_budgets: dict[str, float] | None = None) -> str:
+    from itables.javascript import generate_init_offline_itables_html
+    from itables.options import dt_bundle
+
     versions = tool_versions()
     failed = [r for r in rows if r["status"] != "ok"]
     nofit = [r for r in rows if r.get("fit", "").startswith("does not fit")]
-    flagged = [r for r in rows if r.get("numerics") in ("flagged", "unverified")]
+    numerics = {v: unique_cells([r for r in rows if r.get("numerics") == v]) for v in ("flagged", "inconclusive", "unverified")}
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ethosweep report</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>ethosweep report</h1>",
         f"<p class=\"sub\">{_e(sweep_text)}</p>",
-        "<p class=\"note\">Cycles, times and memory are <b>Vela's compiler estimates</b> (its performance model, "
-        "not measurements). Accuracy and error columns come from the verify stage: float PyTorch, quantized PyTorch, "
-        "and the TOSA reference model (what the NPU computes). Fit comes from the board profiles. Tools: "
-        + ", ".join(f"{_e(k)} {_e(v)}" for k, v in versions.items()) + ".</p>",
         f"<p><b>{len(unique_cells(rows)) - len(unique_cells(failed))} of {len(unique_cells(rows))} cells compiled</b>; "
-        f"{len(nofit)} board placements do not fit; {len(unique_cells(flagged))} cells have numerics flagged.</p>",
-        *[f"<p class=\"note firmware\">{_e(line)}</p>" for line in firmware_footer(rows)],
-        "<h2>At a glance</h2>",
-        _summary_table(rows),
-        *_cpu_section(cpu_rows or []),
+        f"{len(nofit)} board placements do not fit; numerics: {len(numerics['flagged'])} cells flagged, "
+        f"{len(numerics['inconclusive'])} inconclusive" + (f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else "")
+        + ".</p>",
+        *_pick_sections(rows, boards or {}, budget_ms, board_budgets),
         "<h2>Plots</h2>",
     ]
     for name in PLOTS:
         parts.append(f"<figure id=\"plot-{name}\">{_strip_xml_header(plots[name])}"
                      f"<figcaption>{_e(CAPTIONS[name])}</figcaption></figure>")
-    parts.append("<h2>Cells</h2><p>Per cell: Vela's top layers, what stayed on the CPU, and advice derived from the numbers.</p>")
+    parts += [
+        "<h2 id=\"all-cells\">All cells</h2>",
+        "<p class=\"note\">Sort by a column's header, filter with the search box or a column's menu; a cell on "
+        "several boards has a row per board. Cycles, times and memory are <b>Vela's compiler estimates</b>; accuracy "
+        "and the numerics verdict come from the verify stage (float PyTorch, quantized PyTorch and the TOSA "
+        "reference model); fit from the board profiles. Tools: "
+        + ", ".join(f"{_e(k)} {_e(v)}" for k, v in versions.items()) + ".</p>",
+        *[f"<p class=\"note firmware\">{_e(line)}</p>" for line in firmware_footer(rows)],
+        generate_init_offline_itables_html(dt_bundle),
+        cells_table(rows),
+        *_cpu_section(cpu_rows or []),
+        "<h2>Cells</h2><p>Per cell: Vela's top layers, what stayed on the CPU, the numerics, and advice derived from "
+        "the numbers.</p>",
+    ]
     by_model = defaultdict(list)
     for cell, fragment in fragments:
         by_model[cell["model"]].append(fragment)
@@ -448,40 +538,16 @@ def render_index(rows: list[dict], plots: dict[str, str], fragments: list[tuple[
     return "\n".join(parts)
 
 
-def _summary_table(rows: list[dict]) -> str:
-    out = ["<table class=\"summary\"><tr>" + "".join(
-        f"<th class=\"{'l' if i < 6 else ''}\">{_e(label)}</th>" for i, (_, label) in enumerate(TABLE_COLUMNS)) + "</tr>"]
-    for r in rows:
-        classes = "failed" if r["status"] != "ok" else ("flagged" if r.get("numerics") == "flagged" else "")
-        cells = []
-        for i, (key, _) in enumerate(TABLE_COLUMNS):
-            value = r.get(key, "")
-            css = "l" if i < 6 else ""
-            if key == "fit" and value.startswith("does not fit"):
-                css += " nofit"
-            if key == "numerics":
-                css += " numerics"
-            if key == "status" and r["status"] != "ok":
-                value = f"{value}: {r.get('reason', '')}"
-            elif key in ("top1_float", "top1_npu") and value not in ("", None):
-                value = f"{100 * _num(value):.1f}%"
-            elif key not in ("fit", "status") and value not in ("", None):
-                value = _fmt(value)
-            cells.append(f"<td class=\"{css.strip()}\">{_e(value)}</td>")
-        out.append(f"<tr class=\"{classes}\">" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    return "\n".join(out)
-
-
 def _strip_xml_header(svg: str) -> str:
     start = svg.find("<svg")
     return svg[start:] if start >= 0 else svg
 
 
 def write_index(summary: str, plots: dict[str, str], cells: list[dict], fragments: list[str], sweep_text: str,
-                index: str, cpu_summary: str | None = None) -> None:
+                index: str, cpu_summary: str | None = None, boards: dict[str, dict] | None = None,
+                budget_ms: float | None = None, board_budgets: dict[str, float] | None = None) -> None:
     rows = read_rows(summary)
     cpu_rows = read_rows(cpu_summary) if cpu_summary else []
     svgs = {name: Path(path).read_text() for name, path in plots.items()}
     pairs = [(cell, Path(fragment).read_text()) for cell, fragment in zip(cells, fragments, strict=True)]
-    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text, cpu_rows))
+    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets))

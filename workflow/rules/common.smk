@@ -158,6 +158,11 @@ def numerics(key):
     return SWEEP.numerics[key]
 
 
+def report_setting(key, default):
+    """A key of the config's `report:` section (the schema's defaults when the section is absent)."""
+    return (config.get("report") or {}).get(key, default)
+
+
 def of_profile(pattern):
     """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
 

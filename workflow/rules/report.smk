@@ -76,6 +76,9 @@ rule report_index:
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
         sweep=SWEEP.describe().removeprefix("ethosweep: "),
+        boards={name: board.as_params() for name, board in SWEEP.boards.items()},
+        latency_budget_ms=report_setting("latency_budget_ms", None),
+        board_latency_budget_ms=report_setting("board_latency_budget_ms", {}),
         code=code_version("ethosweep.report"),
     localrule: True
     conda:

@@ -10,4 +10,7 @@ run_stage(
     sweep_text=snakemake.params.sweep,
     index=snakemake.output.index,
     cpu_summary=snakemake.input.cpu_summary[0] if snakemake.input.cpu_summary else None,
+    boards=snakemake.params.boards,
+    budget_ms=snakemake.params.latency_budget_ms,
+    board_budgets=snakemake.params.board_latency_budget_ms,
 )

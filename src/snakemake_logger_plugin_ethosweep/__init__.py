@@ -1,0 +1,180 @@
+"""ethosweep's terminal output for Snakemake: progress in a few lines instead of a block per job.
+
+A Snakemake logger plugin (snakemake-interface-logger-plugins; Snakemake finds it by its
+module name and the default profile selects it with `logger: [ethosweep]`). A sweep runs
+hundreds of short jobs; Snakemake's default output prints ~15 lines for each. This prints:
+
+- on a terminal, one status line, rewritten in place: the stage running, jobs and cells done,
+  failures so far;
+- elsewhere (a CI log, a pipe), the same line when a stage starts and at every tenth of the jobs;
+- every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
+  line the moment it fails (ethosweep.jobs); that goes straight to the terminal.
+
+The end-of-run table is printed by the workflow (onsuccess/onerror), as before. Dry runs and
+`--verbose` get Snakemake's own output in full: `uv run snakemake --cores 8 --verbose` shows every
+job block again.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from snakemake_interface_logger_plugins.base import LogHandlerBase
+from snakemake_interface_logger_plugins.common import LogEvent
+from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
+
+# The rule that finishes a cell: its count is the "cells compiled" figure.
+CELL_RULE = "compile_with_vela"
+# Messages of Snakemake's that say how the run ended: kept.
+ENDINGS = ("Nothing to be done", "Complete log", "Elapsed time", "Exiting because a job execution failed",
+           "Will exit after finishing currently running jobs", "Terminating processes on user request",
+           "Shutting down")
+
+
+@dataclass
+class LogHandlerSettings(LogHandlerSettingsBase):
+    pass
+
+
+@dataclass
+class Progress:
+    total: int = 0
+    done: int = 0
+    running: Counter = field(default_factory=Counter)  # rule -> jobs running
+    rule_of_job: dict = field(default_factory=dict)  # jobid -> rule
+    finished: Counter = field(default_factory=Counter)  # rule -> jobs finished
+    planned: Counter = field(default_factory=Counter)  # rule -> jobs started so far
+    failed: int = 0
+    stages_seen: list = field(default_factory=list)
+
+    def line(self) -> str:
+        share = f"{100 * self.done // self.total:3d}%" if self.total else "  ?%"
+        running = ", ".join(f"{rule}" + (f" x{n}" if n > 1 else "") for rule, n in self.running.items() if n) or "-"
+        cells = f"; cells compiled {self.finished[CELL_RULE]}" if self.planned[CELL_RULE] else ""
+        failed = f"; {self.failed} failed" if self.failed else ""
+        return f"ethosweep: [{self.done:>{len(str(self.total))}}/{self.total} {share}] running {running}{cells}{failed}"
+
+
+class LogHandler(LogHandlerBase):
+    def __post_init__(self) -> None:
+        from snakemake.logging import DefaultFilter, DefaultFormatter
+
+        settings = self.common_settings
+        self.full = bool(settings.verbose or settings.dryrun)
+        self.default_filter = DefaultFilter(settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun,
+                                            settings.printshellcmds)
+        self.formatter_ = DefaultFormatter(settings.quiet, settings.show_failed_logs)
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
+        self.progress = Progress()
+        self.last_tenth = -1
+        self.status_shown = False
+
+    # ---- what Snakemake asks of a plugin ----
+    @property
+    def writes_to_stream(self) -> bool:
+        return True
+
+    @property
+    def writes_to_file(self) -> bool:
+        return False
+
+    @property
+    def has_filter(self) -> bool:
+        return True
+
+    @property
+    def has_formatter(self) -> bool:
+        return True
+
+    @property
+    def needs_rulegraph(self) -> bool:
+        return False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.full:
+                if self.default_filter.filter(record):
+                    text = self.formatter_.format(record)
+                    if text:
+                        self._print(text)
+                return
+            self._compact(record)
+        except Exception:  # noqa: BLE001 - logging must never stop the run
+            self.handleError(record)
+
+    def close(self) -> None:
+        self._end_status()
+        super().close()
+
+    # ---- the compact display ----
+    def _compact(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", None)
+        p = self.progress
+        if event == LogEvent.JOB_INFO:
+            rule = record.rule_name
+            p.rule_of_job[record.jobid] = rule
+            p.running[rule] += 1
+            p.planned[rule] += 1
+            if rule not in p.stages_seen:
+                p.stages_seen.append(rule)
+                self._milestone()
+            else:
+                self._status()
+        elif event == LogEvent.JOB_FINISHED:
+            rule = p.rule_of_job.get(record.job_id)
+            if rule is not None:
+                p.running[rule] -= 1
+                p.finished[rule] += 1
+        elif event == LogEvent.PROGRESS:
+            p.done, p.total = record.done, record.total
+            tenth = 10 * p.done // p.total if p.total else 0
+            if tenth != self.last_tenth:
+                self.last_tenth = tenth
+                self._milestone()
+            else:
+                self._status()
+        elif event in (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR):
+            p.failed += 1
+            rule = getattr(record, "rule_name", None)
+            if rule is not None and p.running[rule] > 0:
+                p.running[rule] -= 1
+            self._status()
+        elif record.levelno >= logging.WARNING or event == LogEvent.ERROR:
+            self._print(self.formatter_.format(record))
+        elif isinstance(record.msg, str) and record.msg.startswith(ENDINGS):
+            self._print(record.getMessage())
+
+    def _milestone(self) -> None:
+        """A line that stays: on a terminal it replaces the status line, elsewhere it is the output."""
+        self._print(self.progress.line())
+
+    def _status(self) -> None:
+        """On a terminal, the status line rewritten in place; elsewhere nothing (milestones suffice)."""
+        if self.tty:
+            self.stream.write("\r\033[K" + self.progress.line()[: _width()])
+            self.stream.flush()
+            self.status_shown = True
+
+    def _print(self, text: Optional[str]) -> None:
+        if not text:
+            return
+        self._end_status()
+        self.stream.write(text.rstrip("\n") + "\n")
+        self.stream.flush()
+
+    def _end_status(self) -> None:
+        if self.status_shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.status_shown = False
+
+
+def _width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((120, 20)).columns - 1
