@@ -42,16 +42,22 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ethosweep.cli import compare  # noqa: E402
-from ethosweep.compile_spec import vela_flags  # noqa: E402
-from ethosweep.config import build_sweep  # noqa: E402
-from ethosweep.summary import read_summary_csv  # noqa: E402
-from ethosweep.targets import TARGETS  # noqa: E402
+from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
+from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.targets import TARGETS  # noqa: E402
+from ethosweep.results.table import read_summary_csv  # noqa: E402
 
 # The last commit whose workflow lowered every cell on its own (lower_to_pte, then run_vela).
 BEFORE = "3bfdf9e"
 DESIGN_MODELS = ("mnist", "resnet8", "mobilenet_v1_025")
-ALL_MEMORY_MODES = ["Shared_Sram", "Sram_Only", "Dedicated_Sram", "Dedicated_Sram_256KB", "Dedicated_Sram_384KB",
-                    "Dedicated_Sram_512KB"]
+ALL_MEMORY_MODES = [
+    "Shared_Sram",
+    "Sram_Only",
+    "Dedicated_Sram",
+    "Dedicated_Sram_256KB",
+    "Dedicated_Sram_384KB",
+    "Dedicated_Sram_512KB",
+]
 
 
 def main() -> None:
@@ -63,8 +69,11 @@ def main() -> None:
     args = parser.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-compile-once-"))
     root.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
-          f"--cores {args.cores}; workdir {root}\n", flush=True)
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
+        f"--cores {args.cores}; workdir {root}\n",
+        flush=True,
+    )
     failed = False
     if args.part in ("default", "both"):
         failed |= default_matrix(root, args.cores, args.before)
@@ -97,7 +106,7 @@ def default_matrix(root: Path, cores: int, before: str) -> bool:
             problems.append(f"{cell.id}: the .pte differs")
     result = compare(read_summary_csv(old / "results/summary.csv"), read_summary_csv(new / "results/summary.csv"))
     # The verify stage now evaluates a model without data on as many random inputs as its thresholds
-    # need (ethosweep.numerics), so its error in steps is measured on more samples: not compared.
+    # need (ethosweep.verify.verdicts), so its error in steps is measured on more samples: not compared.
     changed = [(key, {k: v for k, v in deltas.items() if k != "error steps"}) for key, deltas in result["changed"]]
     changed = [(key, deltas) for key, deltas in changed if deltas]
     problems += [f"{' / '.join(k for k in key if k)}: {deltas}" for key, deltas in changed]
@@ -105,9 +114,12 @@ def default_matrix(root: Path, cores: int, before: str) -> bool:
     if problems:
         print("DIFFERENT RESULTS:\n  " + "\n  ".join(problems))
         return True
-    print(f"same results: all {len(sweep.cells)} cells' .pte files byte-identical; `ethosweep compare`: no Vela "
-          f"cycle, time, SRAM, .pte size, top-1 or status delta in {len(read_summary_csv(new / 'results/summary.csv'))} "
-          "summary rows (error steps aside: measured on more samples now)\n", flush=True)
+    print(
+        f"same results: all {len(sweep.cells)} cells' .pte files byte-identical; `ethosweep compare`: no Vela "
+        f"cycle, time, SRAM, .pte size, top-1 or status delta in {len(read_summary_csv(new / 'results/summary.csv'))} "
+        "summary rows (error steps aside: measured on more samples now)\n",
+        flush=True,
+    )
     return False
 
 
@@ -126,8 +138,15 @@ def checkout(rev: str, dest: Path) -> Path:
 def design_space(root: Path, cores: int) -> bool:
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     models = [m for m in default["models"] if m["name"] in DESIGN_MODELS]
-    base = dict(default, models=models, boards=[], cpu_targets=[], include=[], exclude=[],
-                numerics=dict(default["numerics"], bundleio=False))
+    base = dict(
+        default,
+        models=models,
+        boards=[],
+        cpu_targets=[],
+        include=[],
+        exclude=[],
+        numerics=dict(default["numerics"], bundleio=False),
+    )
     shared = dict(base, targets=["ethos-u55-128", "ethos-u85-256"], memory_modes=["Shared_Sram"])
     full = dict(base, targets=list(TARGETS), memory_modes=ALL_MEMORY_MODES)
     first, space = build_sweep(shared, REPO), build_sweep(full, REPO)
@@ -138,11 +157,15 @@ def design_space(root: Path, cores: int) -> bool:
     timed(f"first: one cell per (model, TOSA profile), {len(first.cells)} cells", lambda: snakemake(work, cores, REPO))
     write_config(work, full)
     sweep_s = timed(f"then: the whole space, {len(new_cells)} new cells", lambda: snakemake(work, cores, REPO))
-    vela_s = timed(f"Vela alone on the new cells' partitions, {cores} at a time",
-                   lambda: vela_alone(work, new_cells, root / "vela-alone", cores))
+    vela_s = timed(
+        f"Vela alone on the new cells' partitions, {cores} at a time",
+        lambda: vela_alone(work, new_cells, root / "vela-alone", cores),
+    )
     per_cell, per_vela = sweep_s / len(new_cells), vela_s / len(new_cells)
-    print(f"marginal cost of a cell           {per_cell:6.2f} s wall (every job of the cell, and its share "
-          "of the summary and report)")
+    print(
+        f"marginal cost of a cell           {per_cell:6.2f} s wall (every job of the cell, and its share "
+        "of the summary and report)"
+    )
     print(f"Vela alone, per cell              {per_vela:6.2f} s wall")
     print(f"cell / Vela alone                 {per_cell / per_vela:6.2f}   (target <= 2)")
 
@@ -163,8 +186,15 @@ def vela_alone(work: Path, cells, out: Path, cores: int) -> None:
         partitions = json.loads((lowered / "lower.json").read_text())["partitions"]
         flags = vela_flags(cell.target, cell.system_config, cell.memory_mode, cell.vela.as_params())
         for p in partitions:
-            commands.append([str(Path(sys.executable).parent / "vela"), str(lowered / "tosa" / p["tosa"]), *flags,
-                             f"--output-dir={out / cell.id / str(p['index'])}", "--verbose-performance"])
+            commands.append(
+                [
+                    str(Path(sys.executable).parent / "vela"),
+                    str(lowered / "tosa" / p["tosa"]),
+                    *flags,
+                    f"--output-dir={out / cell.id / str(p['index'])}",
+                    "--verbose-performance",
+                ]
+            )
 
     def run(command):
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -199,9 +229,25 @@ def write_config(path: Path, config: dict) -> None:
 def snakemake(workdir: Path, cores: int, source: Path) -> None:
     """`snakemake --cores N` with the workflow and library of `source` (its src/ first on the path)."""
     env = {**os.environ, "PYTHONPATH": str(source / "src")}
-    subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(source / "Snakefile"), "--directory",
-                    str(workdir), "--cores", str(cores), "--quiet", "all"], check=True, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(source / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            str(cores),
+            "--quiet",
+            "all",
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 if __name__ == "__main__":

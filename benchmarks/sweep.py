@@ -45,7 +45,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ethosweep.config import build_sweep  # noqa: E402
+from ethosweep.matrix.models import build_sweep  # noqa: E402
 
 # 4 models x 3 targets x 2 memory modes = 24 cells, + 4 cells of the i.MX93 board's (Ethos-U65,
 # Dedicated_Sram_384KB) = 28: the default matrix without its two trivial models (add, softmax) and the
@@ -57,10 +57,12 @@ PEER_MODEL_FILE = '''\
 """aot_arm_compiler model file for {name}: built exactly as ethosweep builds it (seeded)."""
 import sys
 sys.path.insert(0, {src!r})
-from ethosweep.config import InputSpec, ModelSpec
-from ethosweep.zoo import load_model
+from ethosweep.matrix.models import InputSpec, ModelSpec
+from ethosweep.compile.zoo import load_model
 
-ModelUnderTest, ModelInputs = load_model(ModelSpec(**{spec!r}, inputs=tuple(InputSpec(**i) for i in {inputs!r})), seed={seed}, base_dir={base!r})
+ModelUnderTest, ModelInputs = load_model(
+    ModelSpec(**{spec!r}, inputs=tuple(InputSpec(**i) for i in {inputs!r})), seed={seed}, base_dir={base!r}
+)
 '''
 
 
@@ -76,7 +78,9 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     config = bench_config(args.matrix)
     sweep = build_sweep(config, REPO)
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, {_mem_gib():.0f} GiB; python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} cores, {_mem_gib():.0f} GiB; python {platform.python_version()}"
+    )
     print(f"matrix: {sweep.describe().removeprefix('ethosweep: ')}; --cores {args.cores}; workdir {root}\n")
 
     times, peaks = {}, {}
@@ -111,8 +115,10 @@ def main() -> None:
         f.write("\n# benchmark edit\n")
     timed("incremental: edit 1 model file", lambda: snakemake(work, args.cores))
 
-    vela_changed = dict(added, targets=[t if t != "ethos-u85-256" else {"target": t, "vela": {"optimise": "Size"}}
-                                        for t in added["targets"]])
+    vela_changed = dict(
+        added,
+        targets=[t if t != "ethos-u85-256" else {"target": t, "vela": {"optimise": "Size"}} for t in added["targets"]],
+    )
     write_config(work, vela_changed)
     timed("incremental: 1 Vela option (U85)", lambda: snakemake(work, args.cores))
 
@@ -125,21 +131,27 @@ def main() -> None:
         cold = times["ethosweep cold"]
         print(f"cold / peer sequential            {cold / seq:6.2f}   (target <= 0.15)")
         print(f"cold / peer parallel              {cold / par:6.2f}   (target <= 0.30)")
-    print(f"no-op                             {times['ethosweep no-op']:6.1f} s (target <= 3 s); "
-          f"{times['ethosweep no-op, via `uv run`']:.1f} s with `uv run`")
+    print(
+        f"no-op                             {times['ethosweep no-op']:6.1f} s (target <= 3 s); "
+        f"{times['ethosweep no-op, via `uv run`']:.1f} s with `uv run`"
+    )
     ratio = times["incremental: +1 memory mode"] / times[f"new cells alone ({len(new_cells)} cells, cold)"]
     print(f"+1 memory mode / new cells alone  {ratio:6.2f}   (target <= 1.2)")
     job_seconds = sum(job_time(work, stage, cell) for cell in new_cells for stage in ("vela", "header"))
-    print(f"+1 memory mode: wall {times['incremental: +1 memory mode']:.1f} s for {job_seconds:.1f} s of the new cells' "
-          f"own job time on {args.cores} cores")
+    print(
+        f"+1 memory mode: wall {times['incremental: +1 memory mode']:.1f} s for {job_seconds:.1f} s of the new cells' "
+        f"own job time on {args.cores} cores"
+    )
 
     if not args.skip_peer:
         if same_work:
             print("DIFFERENT WORK:\n  " + "\n  ".join(same_work))
             sys.exit(1)
-        print(f"same work: all {len(sweep.cells)} cells have equal programs (apart from the peer's intermediates path) "
-              "with byte-identical Vela command streams and weights in every delegate, and equal Vela cycles for "
-              "each cell's last partition (the only one whose report aot_arm_compiler keeps)")
+        print(
+            f"same work: all {len(sweep.cells)} cells have equal programs (apart from the peer's intermediates path) "
+            "with byte-identical Vela command streams and weights in every delegate, and equal Vela cycles for "
+            "each cell's last partition (the only one whose report aot_arm_compiler keeps)"
+        )
 
 
 # ---- the two sides ---------------------------------------------------------------
@@ -169,9 +181,22 @@ def write_config(path: Path, config: dict) -> None:
 def snakemake(workdir: Path, cores: int, via_uv: bool = False) -> None:
     """`snakemake` on the workflow, as the README runs it (`uv run` checks the environment first)."""
     launcher = ["uv", "run", "--project", str(REPO), "snakemake"] if via_uv else [sys.executable, "-m", "snakemake"]
-    subprocess.run([*launcher, "--snakefile", str(REPO / "Snakefile"), "--directory",
-                    str(workdir), "--cores", str(cores), "--quiet", "all"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *launcher,
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            str(cores),
+            "--quiet",
+            "all",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def write_peer_models(peer_dir: Path, config: dict, sweep) -> None:
@@ -180,19 +205,33 @@ def write_peer_models(peer_dir: Path, config: dict, sweep) -> None:
     for name, spec in sweep.models.items():
         params = spec.as_params()
         text = PEER_MODEL_FILE.format(
-            name=name, src=str(REPO / "src"), seed=sweep.seed, base=str(REPO),
+            name=name,
+            src=str(REPO / "src"),
+            seed=sweep.seed,
+            base=str(REPO),
             spec={"name": name, "file": params["file"], "import_path": params["import"], "kwargs": params["kwargs"]},
-            inputs=[{"shape": tuple(i["shape"]), "dtype": i["dtype"], "low": i["range"][0], "high": i["range"][1]}
-                    for i in params["inputs"]],
+            inputs=[
+                {"shape": tuple(i["shape"]), "dtype": i["dtype"], "low": i["range"][0], "high": i["range"][1]}
+                for i in params["inputs"]
+            ],
         )
         (peer_dir / "models" / f"{name}.py").write_text(text)
 
 
 def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
-    return [sys.executable, "-m", "executorch.backends.arm.scripts.aot_arm_compiler",
-            f"--model_name={peer_dir.parent / 'models' / cell.model}.py", "--delegate", "--quantize",
-            f"--target={cell.target}", f"--system_config={cell.system_config}", f"--memory_mode={cell.memory_mode}",
-            f"--output={out / 'model.pte'}", f"--intermediates={out / 'intermediates'}"]
+    return [
+        sys.executable,
+        "-m",
+        "executorch.backends.arm.scripts.aot_arm_compiler",
+        f"--model_name={peer_dir.parent / 'models' / cell.model}.py",
+        "--delegate",
+        "--quantize",
+        f"--target={cell.target}",
+        f"--system_config={cell.system_config}",
+        f"--memory_mode={cell.memory_mode}",
+        f"--output={out / 'model.pte'}",
+        f"--intermediates={out / 'intermediates'}",
+    ]
 
 
 def run_peer(peer_dir: Path, sweep, workers: int) -> None:
@@ -289,7 +328,7 @@ class PeakRss:
             while changed:
                 changed = False
                 for pid, (ppid, _, cmd) in procs.items():
-                    if pid not in family and (ppid in family or "ethosweep.worker" in cmd):
+                    if pid not in family and (ppid in family or "ethosweep.runtime.worker" in cmd):
                         family.add(pid)
                         changed = True
             total = sum(procs[p][1] for p in family if p in procs and p != me)

@@ -27,43 +27,79 @@ def main() -> None:
     started = time.perf_counter()
     import torch
 
-    from ethosweep.datasets import load_splits
-    from ethosweep.export import export_model, load_tensors
-    from ethosweep.compile_spec import profile_compile_spec
-    from ethosweep.lower import lower_to_tosa
-    from ethosweep.quantize import quantize_exported
-    from ethosweep.train import train_model
-    from ethosweep.verify import verify_numerics
+    from ethosweep.compile.artifacts import load_tensors
+    from ethosweep.compile.compile_spec import profile_compile_spec
+    from ethosweep.compile.datasets import load_splits
+    from ethosweep.compile.export import export_model
+    from ethosweep.compile.lower import lower_to_tosa
+    from ethosweep.compile.quantize import quantize_exported
+    from ethosweep.compile.train import train_model
+    from ethosweep.verify.numerics import verify_numerics
 
     print(f"imports: {time.perf_counter() - started:.1f} s")
     model = {"name": "mnist_digits", "file": "models/mnist.py"}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         t = time.perf_counter()
-        train_model(model=model, seed=0, dataset="digits", train={"epochs": 12, "lr": 0.002, "batch_size": 64},
-                    weights=str(d / "w.pt"), meta=str(d / "t.json"), base_dir=str(REPO))
-        export_model(model=model, seed=0, program=str(d / "p.pt2"), inputs=str(d / "i.pt"), reference=str(d / "r.pt"),
-                     meta=str(d / "e.json"), weights=str(d / "w.pt"), base_dir=str(REPO))
+        train_model(
+            model=model,
+            seed=0,
+            dataset="digits",
+            train={"epochs": 12, "lr": 0.002, "batch_size": 64},
+            weights=str(d / "w.pt"),
+            meta=str(d / "t.json"),
+            base_dir=str(REPO),
+        )
+        export_model(
+            model=model,
+            seed=0,
+            program=str(d / "p.pt2"),
+            inputs=str(d / "i.pt"),
+            reference=str(d / "r.pt"),
+            meta=str(d / "e.json"),
+            weights=str(d / "w.pt"),
+            base_dir=str(REPO),
+        )
         calibration = load_splits("digits", load_tensors(d / "i.pt"), 0).calibration(100)
-        torch.export.save(quantize_exported(torch.export.load(d / "p.pt2"), calibration, "int8",
-                                            profile_compile_spec("u55")), d / "q.pt2")
-        lower_to_tosa(quantized=str(d / "q.pt2"), profile="u55", template=str(d / "t.pte"), tosa_dir=str(d / "tosa"),
-                      edge=str(d / "edge.pt2"), delegation=str(d / "d.json"), meta=str(d / "l.json"))
+        torch.export.save(
+            quantize_exported(torch.export.load(d / "p.pt2"), calibration, "int8", profile_compile_spec("u55")),
+            d / "q.pt2",
+        )
+        lower_to_tosa(
+            quantized=str(d / "q.pt2"),
+            profile="u55",
+            template=str(d / "t.pte"),
+            tosa_dir=str(d / "tosa"),
+            edge=str(d / "edge.pt2"),
+            delegation=str(d / "d.json"),
+            meta=str(d / "l.json"),
+        )
         print(f"train + export + quantize + lower (setup, not timed below): {time.perf_counter() - t:.1f} s")
 
         t = time.perf_counter()
-        record = verify_numerics(program=str(d / "p.pt2"), quantized=str(d / "q.pt2"), inputs=str(d / "i.pt"),
-                                 edge=str(d / "edge.pt2"), lower_meta=str(d / "l.json"), report=str(d / "v.json"),
-                                 bundle_io=str(d / "b.pt"),
-                                 dataset="digits", evaluation_samples=args.samples)
+        record = verify_numerics(
+            program=str(d / "p.pt2"),
+            quantized=str(d / "q.pt2"),
+            inputs=str(d / "i.pt"),
+            edge=str(d / "edge.pt2"),
+            lower_meta=str(d / "l.json"),
+            report=str(d / "v.json"),
+            bundle_io=str(d / "b.pt"),
+            dataset="digits",
+            evaluation_samples=args.samples,
+        )
         total = time.perf_counter() - t
     loaded = record["seconds"]["load"]
-    print(f"verify one (model, scheme, profile), {record['samples']} held-out samples: {total:.1f} s "
-          f"(loading {loaded:.1f} s, evaluation {total - loaded:.1f} s, "
-          f"{1000 * (total - loaded) / record['samples']:.1f} ms per sample)")
+    print(
+        f"verify one (model, scheme, profile), {record['samples']} held-out samples: {total:.1f} s "
+        f"(loading {loaded:.1f} s, evaluation {total - loaded:.1f} s, "
+        f"{1000 * (total - loaded) / record['samples']:.1f} ms per sample)"
+    )
     m = record["metrics"]
-    print(f"top-1 float {m['top1_float']:.3f}, quantized {m['top1_quantized']:.3f}, NPU (TOSA) {m['top1_npu']:.3f}; "
-          f"max error {m['max_error_steps']:g} steps; flags: {record['flags'] or 'none'}")
+    print(
+        f"top-1 float {m['top1_float']:.3f}, quantized {m['top1_quantized']:.3f}, NPU (TOSA) {m['top1_npu']:.3f}; "
+        f"max error {m['max_error_steps']:g} steps; flags: {record['flags'] or 'none'}"
+    )
 
 
 if __name__ == "__main__":

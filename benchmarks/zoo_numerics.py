@@ -31,42 +31,75 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=96)
     args = parser.parse_args()
 
-    from ethosweep.export import export_model
-    from ethosweep.lower import lower_to_tosa
-    from ethosweep.quantize import quantize_model
-    from ethosweep.verify import verify_numerics
+    from ethosweep.compile.export import export_model
+    from ethosweep.compile.lower import lower_to_tosa
+    from ethosweep.compile.quantize import quantize_model
+    from ethosweep.verify.numerics import verify_numerics
 
     verdicts: Counter = Counter()
     for name in args.models:
-        model = {"name": name, "import": f"torchvision.models:{name}", "kwargs": {},
-                 "inputs": [{"shape": [1, 3, args.size, args.size], "dtype": "float32", "range": [0, 1]}]}
+        model = {
+            "name": name,
+            "import": f"torchvision.models:{name}",
+            "kwargs": {},
+            "inputs": [{"shape": [1, 3, args.size, args.size], "dtype": "float32", "range": [0, 1]}],
+        }
         with tempfile.TemporaryDirectory(prefix="ethosweep-zoo-") as tmp:
             d = Path(tmp)
             started = time.perf_counter()
-            export_model(model=model, seed=0, program=str(d / "p.pt2"), inputs=str(d / "i.pt"),
-                         reference=str(d / "r.pt"), meta=str(d / "e.json"))
+            export_model(
+                model=model,
+                seed=0,
+                program=str(d / "p.pt2"),
+                inputs=str(d / "i.pt"),
+                reference=str(d / "r.pt"),
+                meta=str(d / "e.json"),
+            )
             for profile in args.profiles:
                 t = time.perf_counter()
-                quantize_model(program=str(d / "p.pt2"), inputs=str(d / "i.pt"), scheme="int8", profile=profile,
-                               quantized=str(d / f"q{profile}.pt2"), meta=str(d / f"q{profile}.json"))
+                quantize_model(
+                    program=str(d / "p.pt2"),
+                    inputs=str(d / "i.pt"),
+                    scheme="int8",
+                    profile=profile,
+                    quantized=str(d / f"q{profile}.pt2"),
+                    meta=str(d / f"q{profile}.json"),
+                )
                 low = d / profile
-                lowered = lower_to_tosa(quantized=str(d / f"q{profile}.pt2"), profile=profile,
-                                        template=str(low / "t.pte"), tosa_dir=str(low / "tosa"), edge=str(low / "e.pt2"),
-                                        delegation=str(low / "d.json"), tosa_sources=str(low / "s.json"),
-                                        meta=str(low / "l.json"))
-                record = verify_numerics(program=str(d / "p.pt2"), quantized=str(d / f"q{profile}.pt2"),
-                                         inputs=str(d / "i.pt"), edge=str(low / "e.pt2"), lower_meta=str(low / "l.json"),
-                                         tosa_sources=str(low / "s.json"), report=str(low / "v.json"),
-                                         bundle_io=str(low / "b.pt"))
+                lowered = lower_to_tosa(
+                    quantized=str(d / f"q{profile}.pt2"),
+                    profile=profile,
+                    template=str(low / "t.pte"),
+                    tosa_dir=str(low / "tosa"),
+                    edge=str(low / "e.pt2"),
+                    delegation=str(low / "d.json"),
+                    tosa_sources=str(low / "s.json"),
+                    meta=str(low / "l.json"),
+                )
+                record = verify_numerics(
+                    program=str(d / "p.pt2"),
+                    quantized=str(d / f"q{profile}.pt2"),
+                    inputs=str(d / "i.pt"),
+                    edge=str(low / "e.pt2"),
+                    lower_meta=str(low / "l.json"),
+                    tosa_sources=str(low / "s.json"),
+                    report=str(low / "v.json"),
+                    bundle_io=str(low / "b.pt"),
+                )
                 verdicts[record["verdict"]] += 1
                 layers = (record.get("location") or {}).get("layers") or []
-                worst_own = max((l["own_steps"] for l in layers), default=None)
-                print(f"{name:<20} {profile}  {len(lowered['partitions'])} partition(s)  {record['verdict']:<12} "
-                      f"max {record['metrics'].get('max_error_steps')} steps"
-                      + (f" (worst layer on its own: {worst_own})" if worst_own is not None else "")
-                      + f"  {time.perf_counter() - t:.0f} s", flush=True)
-                print(f"    {record['reason'] or 'no note'}" + (f" [layer {record['layer']}]" if record["layer"] else ""),
-                      flush=True)
+                worst_own = max((layer["own_steps"] for layer in layers), default=None)
+                print(
+                    f"{name:<20} {profile}  {len(lowered['partitions'])} partition(s)  {record['verdict']:<12} "
+                    f"max {record['metrics'].get('max_error_steps')} steps"
+                    + (f" (worst layer on its own: {worst_own})" if worst_own is not None else "")
+                    + f"  {time.perf_counter() - t:.0f} s",
+                    flush=True,
+                )
+                print(
+                    f"    {record['reason'] or 'no note'}" + (f" [layer {record['layer']}]" if record["layer"] else ""),
+                    flush=True,
+                )
             print(f"    ({time.perf_counter() - started:.0f} s in all)", flush=True)
     print(", ".join(f"{count} {verdict}" for verdict, count in verdicts.most_common()))
 

@@ -21,7 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_CONFIG = {
     "models": [
         {"name": "mnist", "file": "models/mnist.py"},
-        {"name": "add", "import": "executorch.examples.models.toy_model:AddModule", "inputs": [{"shape": [1]}, {"shape": [1]}]},
+        {
+            "name": "add",
+            "import": "executorch.examples.models.toy_model:AddModule",
+            "inputs": [{"shape": [1]}, {"shape": [1]}],
+        },
         {
             "name": "ds_cnn",
             "import": "executorch.examples.models.mlperf_tiny:DSCNNKWS",
@@ -32,8 +36,10 @@ TINY_CONFIG = {
     "targets": ["ethos-u55-128", "ethos-u85-256"],
     "memory_modes": ["Shared_Sram"],
     "exclude": [{"model": "ds_cnn"}, {"model": "mnist_digits"}],
-    "include": [{"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
-                {"model": "mnist_digits", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"}],
+    "include": [
+        {"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
+        {"model": "mnist_digits", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
+    ],
     "numerics": {"evaluation_samples": 300, "bundleio": True},
     # Both boards use the U55 cells above (no new compilation): a fit check on the
     # Alif E8's memories, and on a test board too small for MNIST.
@@ -68,14 +74,31 @@ def typed(command: str, cwd: Path, timeout: float = 1800) -> subprocess.Complete
     """`command` exactly as a user types it (README, a message) in `cwd`, a working directory
     from make_workdir. UV_PROJECT points `uv run` at this repository's environment, as it
     finds it by itself in a checkout."""
-    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "UV_PROJECT": str(REPO)})
+    return subprocess.run(
+        command,
+        shell=True,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "UV_PROJECT": str(REPO)},
+    )
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run the repository's workflow in `workdir`, as a user would (default profile included)."""
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-               "--directory", str(workdir), "--cores", "2", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

@@ -31,8 +31,7 @@ def unavailable_reason() -> str | None:
     """Why a test cluster cannot run here, or None."""
     missing = missing_daemons()
     if missing:
-        return (f"{', '.join(missing)} not installed: `apt-get install slurm-wlm munge` "
-                "(Debian) to run the SLURM tests")
+        return f"{', '.join(missing)} not installed: `apt-get install slurm-wlm munge` (Debian) to run the SLURM tests"
     if os.geteuid() != 0:
         return "slurmd must run as root to start jobs: run the SLURM tests as root (CI does)"
     if SYSTEM_CONF.exists() or SYSTEM_CONF.is_symlink():
@@ -143,9 +142,17 @@ def start_cluster(root: Path, cpus: int | None = None, mem_mb: int | None = None
     key.chmod(0o400)
     host = socket.gethostname().split(".")[0]
     conf = root / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(
-        host=host, root=root, user=os.environ.get("USER") or "root", cpus=cpus or os.cpu_count(),
-        mem_mb=mem_mb or _usable_memory_mb(), ctld_port=_free_port(), d_port=_free_port()))
+    conf.write_text(
+        SLURM_CONF.format(
+            host=host,
+            root=root,
+            user=os.environ.get("USER") or "root",
+            cpus=cpus or os.cpu_count(),
+            mem_mb=mem_mb or _usable_memory_mb(),
+            ctld_port=_free_port(),
+            d_port=_free_port(),
+        )
+    )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
     SYSTEM_CONF.symlink_to(conf)
@@ -154,13 +161,22 @@ def start_cluster(root: Path, cpus: int | None = None, mem_mb: int | None = None
 
     def spawn(*command: str, log: str) -> None:
         out = open(logs / log, "wb")
-        processes.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                          start_new_session=True))
+        processes.append(
+            subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        )
 
     cluster = Cluster(root=root, env=env, processes=processes)
-    spawn(_sbin("munged"), "--foreground", "--force", f"--socket={root}/munge/munge.sock",
-          f"--key-file={key}", f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/munge/munged.log",
-          f"--seed-file={root}/munge/munged.seed", log="munged.out")
+    spawn(
+        _sbin("munged"),
+        "--foreground",
+        "--force",
+        f"--socket={root}/munge/munge.sock",
+        f"--key-file={key}",
+        f"--pid-file={root}/munge/munged.pid",
+        f"--log-file={root}/munge/munged.log",
+        f"--seed-file={root}/munge/munged.seed",
+        log="munged.out",
+    )
 
     def node_idle() -> bool:
         proc = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env)

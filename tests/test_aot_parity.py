@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, U55_CELL
-from ethosweep.io import read_json
+from ethosweep.runtime.io import read_json
 
 SEED_CELL_FLAGS = ["--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram"]
 
@@ -15,10 +15,20 @@ def run_aot(tmp_path: Path, intermediates: Path | None) -> Path:
     """aot_arm_compiler on the seed MNIST cell; with `intermediates`, it also keeps Vela's reports there."""
     pte = tmp_path / ("aot_intermediates.pte" if intermediates else "aot.pte")
     subprocess.run(
-        [sys.executable, "-m", "executorch.backends.arm.scripts.aot_arm_compiler",
-         f"--model_name={REPO / 'models' / 'mnist.py'}", "--delegate", "--quantize", *SEED_CELL_FLAGS,
-         f"--output={pte}", *([f"--intermediates={intermediates}"] if intermediates else [])],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "executorch.backends.arm.scripts.aot_arm_compiler",
+            f"--model_name={REPO / 'models' / 'mnist.py'}",
+            "--delegate",
+            "--quantize",
+            *SEED_CELL_FLAGS,
+            f"--output={pte}",
+            *([f"--intermediates={intermediates}"] if intermediates else []),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     return pte
 

@@ -5,21 +5,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ethosweep.boards import board_from_profile, builtin_board_files, fit
-from ethosweep.config import ConfigError, build_sweep
+from ethosweep.matrix.boards import board_from_profile, builtin_board_files, fit
+from ethosweep.matrix.config import ConfigError, build_sweep
 
 REPO = Path(__file__).resolve().parents[1]
-ADD = {"name": "add", "import": "executorch.examples.models.toy_model:AddModule", "inputs": [{"shape": [4]}, {"shape": [4]}]}
+ADD = {
+    "name": "add",
+    "import": "executorch.examples.models.toy_model:AddModule",
+    "inputs": [{"shape": [4]}, {"shape": [4]}],
+}
 
 
 def test_builtin_boards_are_the_seeds_and_expand_the_matrix():
     assert set(builtin_board_files()) == {"alif-e8", "imx93", "corstone-300", "corstone-320"}
     sweep = build_sweep({"models": [ADD], "targets": [], "boards": list(builtin_board_files())}, REPO)
     assert {(c.target, c.system_config, c.memory_mode) for c in sweep.cells} == {
-        ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),     # alif-e8 and corstone-300
-        ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Sram_Only"),       # corstone-300
-        ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),     # imx93
-        ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram"),          # corstone-320
+        ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),  # alif-e8 and corstone-300
+        ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Sram_Only"),  # corstone-300
+        ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),  # imx93
+        ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram"),  # corstone-320
         ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only"),
     }
     shared = "add/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
@@ -30,7 +34,7 @@ def test_every_figure_in_a_profile_says_where_it_comes_from():
     for name, path in builtin_board_files().items():
         text = path.read_text()
         for key in ("sram_kib", "flash_kib", "clock_mhz"):
-            line = next(l for l in text.splitlines() if key in l)
+            line = next(row for row in text.splitlines() if key in row)
             commented = "#" in line or "#" in text.split(line)[0].splitlines()[-1]
             assert commented, f"{name}: {key} has no source comment"
 
@@ -53,8 +57,11 @@ def board(name: str):
 # Real figures from a sweep of torchvision's MobileNetV2 (random weights, int8), recorded from
 # results/vela/.../compile.json and results/vela/.../summary.json of these machines' run.
 MV2_U85_SRAM_ONLY = {"pte_bytes": 3838112, "planned": 752640, "vela": {"sram_memory_used": 1470.0}}
-MV2_U65_DEDICATED_384KB = {"pte_bytes": 3498784, "planned": 752640, "vela": {
-    "sram_memory_used": 375.703125, "dram_memory_used": 3692.484375, "total_npu_encoded_weights": 3286912}}
+MV2_U65_DEDICATED_384KB = {
+    "pte_bytes": 3498784,
+    "planned": 752640,
+    "vela": {"sram_memory_used": 375.703125, "dram_memory_used": 3692.484375, "total_npu_encoded_weights": 3286912},
+}
 
 
 def test_mobilenet_v2_sram_only_does_not_fit_corstone_320():

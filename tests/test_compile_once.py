@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep.compile_spec import ethosu_compile_spec
-from ethosweep.io import read_json
-from ethosweep.quantize import load_quantized
-from ethosweep.vela import compile_cell
+from ethosweep.compile.artifacts import load_quantized
+from ethosweep.compile.compile_spec import ethosu_compile_spec
+from ethosweep.runtime.io import read_json
+from ethosweep.vela.compile import compile_cell
 
 
 def reference_pte(quantized: Path, target: str, system_config: str, memory_mode: str, vela: dict) -> bytes:
@@ -26,8 +26,11 @@ def reference_pte(quantized: Path, target: str, system_config: str, memory_mode:
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
     spec = ethosu_compile_spec(target, system_config, memory_mode, vela)
-    edge = to_edge_transform_and_lower(load_quantized(quantized), partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    edge = to_edge_transform_and_lower(
+        load_quantized(quantized),
+        partitioner=[EthosUPartitioner(spec)],
+        compile_config=EdgeCompileConfig(_check_ir_validity=False),
+    )
     edge = edge.transform([ReplaceQuantNodesPass()])
     return bytes(edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False)).buffer)
 
@@ -40,31 +43,53 @@ CASES = [
     # the U65 family from the U55 profile's lowering, in a dedicated-SRAM mode
     ("mnist", "u55", "ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB", {}),
     # another U55 size and system config, with non-default Vela options
-    ("mnist", "u55", "ethos-u55-64", "Ethos_U55_Deep_Embedded", "Sram_Only",
-     {"optimise": "Size", "arena_cache_size": 200000}),
+    (
+        "mnist",
+        "u55",
+        "ethos-u55-64",
+        "Ethos_U55_Deep_Embedded",
+        "Sram_Only",
+        {"optimise": "Size", "arena_cache_size": 200000},
+    ),
     # another U85 size than the profile's representative, another system config
     ("mnist", "u85", "ethos-u85-512", "Ethos_U85_SYS_DRAM_High", "Dedicated_Sram_512KB", {}),
 ]
 
 
-@pytest.mark.parametrize("model, profile, target, system_config, memory_mode, vela", CASES,
-                         ids=[f"{c[0]}-{c[2]}-{c[4]}{'-options' if c[5] else ''}" for c in CASES])
-def test_a_cells_pte_is_byte_identical_to_the_full_lowering(tiny_sweep, tmp_path, model, profile, target,
-                                                            system_config, memory_mode, vela):
+@pytest.mark.parametrize(
+    "model, profile, target, system_config, memory_mode, vela",
+    CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}{'-options' if c[5] else ''}" for c in CASES],
+)
+def test_a_cells_pte_is_byte_identical_to_the_full_lowering(
+    tiny_sweep, tmp_path, model, profile, target, system_config, memory_mode, vela
+):
     lowered = tiny_sweep / "results/lower" / model / "int8" / profile
-    record = compile_cell(template=str(lowered / "template.pte"), lower_meta=str(lowered / "lower.json"),
-                          target=target, system_config=system_config, memory_mode=memory_mode, vela=vela,
-                          pte=str(tmp_path / "model.pte"), summary=str(tmp_path / "summary.json"),
-                          per_layer=str(tmp_path / "per_layer.csv"), meta=str(tmp_path / "compile.json"),
-                          repro=str(tmp_path / "repro"))
+    record = compile_cell(
+        template=str(lowered / "template.pte"),
+        lower_meta=str(lowered / "lower.json"),
+        target=target,
+        system_config=system_config,
+        memory_mode=memory_mode,
+        vela=vela,
+        pte=str(tmp_path / "model.pte"),
+        summary=str(tmp_path / "summary.json"),
+        per_layer=str(tmp_path / "per_layer.csv"),
+        meta=str(tmp_path / "compile.json"),
+        repro=str(tmp_path / "repro"),
+    )
     quantized = tiny_sweep / "results/quantize" / model / "int8" / profile / "quantized.pt2"
     expected = reference_pte(quantized, target, system_config, memory_mode, vela)
     ours = (tmp_path / "model.pte").read_bytes()
     assert len(ours) == len(expected) and ours == expected
     # Vela's reports come from the same run, for every partition
     summary = read_json(tmp_path / "summary.json")
-    assert len(summary["partitions"]) == len(record["partitions"]) == len(read_json(lowered / "lower.json")["partitions"])
-    assert summary["cell"]["accelerator_configuration"] == "Ethos_" + target.removeprefix("ethos-").upper().replace("-", "_")
+    assert (
+        len(summary["partitions"]) == len(record["partitions"]) == len(read_json(lowered / "lower.json")["partitions"])
+    )
+    assert summary["cell"]["accelerator_configuration"] == "Ethos_" + target.removeprefix("ethos-").upper().replace(
+        "-", "_"
+    )
     assert summary["cell"]["memory_mode"] == memory_mode
     assert not (tmp_path / "repro").exists()
 
@@ -75,6 +100,8 @@ def test_the_lowering_does_not_depend_on_the_target_within_a_profile(tiny_sweep)
     lowered = read_json(tiny_sweep / "results/lower/mnist/int8/u55/lower.json")
     verified = read_json(tiny_sweep / "results/verify/mnist/int8/u55/verify.json")
     assert [p["tosa_sha256"] for p in lowered["partitions"]] == [p["tosa_sha256"] for p in verified["tosa_partitions"]]
-    cell = read_json(tiny_sweep / "results/vela/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/compile.json")
+    cell = read_json(
+        tiny_sweep / "results/vela/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/compile.json"
+    )
     assert cell["template_sha256"] == lowered["template_sha256"]
     assert [p["tosa_sha256"] for p in cell["partitions"]] == [p["tosa_sha256"] for p in lowered["partitions"]]

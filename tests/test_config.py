@@ -7,11 +7,15 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from ethosweep.config import ConfigError, build_sweep
+from ethosweep.matrix.config import ConfigError, build_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
-ADD = {"name": "add", "import": "executorch.examples.models.toy_model:AddModule", "inputs": [{"shape": [4]}, {"shape": [4]}]}
+ADD = {
+    "name": "add",
+    "import": "executorch.examples.models.toy_model:AddModule",
+    "inputs": [{"shape": [4]}, {"shape": [4]}],
+}
 
 
 def sweep(config: dict, base: Path = REPO):
@@ -23,7 +27,14 @@ def test_default_config_is_the_documented_matrix():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     result = sweep(config)
     assert list(result.models) == [
-        "add", "softmax", "mnist", "mnist_digits", "mobilenet_v2", "ds_cnn", "resnet8", "mobilenet_v1_025",
+        "add",
+        "softmax",
+        "mnist",
+        "mnist_digits",
+        "mobilenet_v2",
+        "ds_cnn",
+        "resnet8",
+        "mobilenet_v1_025",
         "deep_autoencoder",
     ]
     # per model: U55 x {Shared_Sram, Sram_Only} + U65 and U85 x {Shared_Sram, Sram_Only, Dedicated_Sram},
@@ -38,20 +49,25 @@ def test_default_config_is_the_documented_matrix():
     }
     assert not [c for c in result.cells if c.target == "ethos-u55-128" and c.memory_mode == "Dedicated_Sram"]
     assert result.skipped == [
-        ("ethos-u55-128 x Ethos_U55_High_End_Embedded x Dedicated_Sram",
-         "ethos-u55 has no dedicated SRAM, so Dedicated_Sram is not available on ethos-u55-128"),
+        (
+            "ethos-u55-128 x Ethos_U55_High_End_Embedded x Dedicated_Sram",
+            "ethos-u55 has no dedicated SRAM, so Dedicated_Sram is not available on ethos-u55-128",
+        ),
     ]
     # 9 models x 2 TOSA profiles: U55 and U65 cells share quantized programs.
     assert len(result.quantize_keys()) == 18
     assert "81 cells (9 models, 3 targets, 4 memory modes, 1 quantization scheme)" in result.describe()
     assert result.models["mnist_digits"].dataset == "digits" and result.models["mnist_digits"].train["epochs"] == 12
     # what the README says of it: cross product, board cells, summary rows (a cell per board it is on)
-    cross = len([c for c in result.cells if c.id not in {cell.id for board, cell in result.board_cells()
-                                                           if board == "imx93"}])
+    cross = len(
+        [c for c in result.cells if c.id not in {cell.id for board, cell in result.board_cells() if board == "imx93"}]
+    )
     rows = sum(max(1, len(result.cell_boards.get(c.id, []))) for c in result.cells)
     readme = " ".join((REPO / "README.md").read_text().split())
-    assert (f"Dedicated_Sram: {cross} cells, and the i.MX93 board adds its Ethos-U65 / Dedicated_Sram_384KB cell per "
-            f"model: {len(result.cells)} cells in all ({rows} summary rows") in readme
+    assert (
+        f"Dedicated_Sram: {cross} cells, and the i.MX93 board adds its Ethos-U65 / Dedicated_Sram_384KB cell per "
+        f"model: {len(result.cells)} cells in all ({rows} summary rows"
+    ) in readme
 
 
 def test_schema_fills_defaults():
@@ -70,7 +86,11 @@ def test_per_target_vela_options_override_only_the_keys_they_set():
         "vela": {"arena_cache_size": 65536},
     }
     cells = {c.target: c for c in sweep(config).cells}
-    assert cells["ethos-u55-128"].vela.as_params() == {"optimise": "Performance", "arena_cache_size": 65536, "config": None}
+    assert cells["ethos-u55-128"].vela.as_params() == {
+        "optimise": "Performance",
+        "arena_cache_size": 65536,
+        "config": None,
+    }
     assert cells["ethos-u85-256"].vela.as_params() == {"optimise": "Size", "arena_cache_size": 65536, "config": None}
 
 
@@ -81,7 +101,9 @@ def test_include_adds_cells_and_exclude_drops_them():
         "memory_modes": ["Shared_Sram"],
         "quantization": ["int8", "a16w8"],
         "exclude": [{"model": "mnist", "quantization": "a16w8"}],
-        "include": [{"model": "mnist", "target": "ethos-u85-256", "memory_mode": "Dedicated_Sram", "quantization": "int8"}],
+        "include": [
+            {"model": "mnist", "target": "ethos-u85-256", "memory_mode": "Dedicated_Sram", "quantization": "int8"}
+        ],
     }
     ids = [c.id for c in sweep(config).cells]
     assert ids == [
@@ -95,24 +117,54 @@ def test_include_adds_cells_and_exclude_drops_them():
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"include": [{"model": "add", "target": "ethos-u55-128", "memory_mode": "Dedicated_Sram"}]},
-         "include[0].memory_mode: add on ethos-u55-128 / Ethos_U55_High_End_Embedded / Dedicated_Sram is not valid: "
-         "ethos-u55 has no dedicated SRAM"),
-        ({"include": [{"model": "add", "target": "ethos-u65-256", "system_config": "Ethos_U65_Embedded", "memory_mode": "Dedicated_Sram"}]},
-         "include[0].memory_mode: add on ethos-u65-256 / Ethos_U65_Embedded / Dedicated_Sram is not valid: "
-         "Dedicated_Sram puts the arena on AXI1, which is OffChipFlash"),
+        (
+            {"include": [{"model": "add", "target": "ethos-u55-128", "memory_mode": "Dedicated_Sram"}]},
+            "include[0].memory_mode: add on ethos-u55-128 / Ethos_U55_High_End_Embedded / Dedicated_Sram is not valid: "
+            "ethos-u55 has no dedicated SRAM",
+        ),
+        (
+            {
+                "include": [
+                    {
+                        "model": "add",
+                        "target": "ethos-u65-256",
+                        "system_config": "Ethos_U65_Embedded",
+                        "memory_mode": "Dedicated_Sram",
+                    }
+                ]
+            },
+            "include[0].memory_mode: add on ethos-u65-256 / Ethos_U65_Embedded / Dedicated_Sram is not valid: "
+            "Dedicated_Sram puts the arena on AXI1, which is OffChipFlash",
+        ),
         ({"targets": ["ethos-u99-1"]}, "targets[0]: unknown target 'ethos-u99-1'; allowed: ethos-u55-32, "),
-        ({"targets": [{"target": "ethos-u55-128", "system_config": "Ethos_U85_SYS_DRAM_Mid"}]},
-         "targets[0].system_config: system config 'Ethos_U85_SYS_DRAM_Mid' is for another NPU family than "
-         "ethos-u55-128; allowed for ethos-u55: Ethos_U55_Deep_Embedded, Ethos_U55_High_End_Embedded"),
-        ({"system_configs": {"ethos-u65": "Nope"}}, "system_configs.ethos-u65: system config 'Nope' is not defined in Arm/vela.ini"),
-        ({"targets": ["ethos-u55-128", "ethos-u55-128"]}, "targets[1]: ethos-u55-128 with system config Ethos_U55_High_End_Embedded is listed twice"),
-        ({"memory_modes": ["Shared_SRAM"]}, "memory_modes[0]: unknown memory mode 'Shared_SRAM'; allowed: Dedicated_Sram,"),
+        (
+            {"targets": [{"target": "ethos-u55-128", "system_config": "Ethos_U85_SYS_DRAM_Mid"}]},
+            "targets[0].system_config: system config 'Ethos_U85_SYS_DRAM_Mid' is for another NPU family than "
+            "ethos-u55-128; allowed for ethos-u55: Ethos_U55_Deep_Embedded, Ethos_U55_High_End_Embedded",
+        ),
+        (
+            {"system_configs": {"ethos-u65": "Nope"}},
+            "system_configs.ethos-u65: system config 'Nope' is not defined in Arm/vela.ini",
+        ),
+        (
+            {"targets": ["ethos-u55-128", "ethos-u55-128"]},
+            "targets[1]: ethos-u55-128 with system config Ethos_U55_High_End_Embedded is listed twice",
+        ),
+        (
+            {"memory_modes": ["Shared_SRAM"]},
+            "memory_modes[0]: unknown memory mode 'Shared_SRAM'; allowed: Dedicated_Sram,",
+        ),
         ({"exclude": [{"model": "mnist"}]}, "exclude[0].model: 'mnist' is not in the matrix; allowed: add"),
         ({"targets": ["ethos-u55-64"], "memory_modes": ["Dedicated_Sram"]}, "the matrix is empty"),
-        ({"vela": {"config": "nowhere/vela.ini"}}, "vela.config: Vela configuration file 'nowhere/vela.ini' does not exist"),
+        (
+            {"vela": {"config": "nowhere/vela.ini"}},
+            "vela.config: Vela configuration file 'nowhere/vela.ini' does not exist",
+        ),
         ({"models": [ADD, ADD]}, "models[1].name: model name 'add' is used twice"),
-        ({"models": [{"name": "x", "file": "models/missing.py"}]}, "models[0].file (x): model file 'models/missing.py' does not exist"),
+        (
+            {"models": [{"name": "x", "file": "models/missing.py"}]},
+            "models[0].file (x): model file 'models/missing.py' does not exist",
+        ),
         ({"models": [{"name": "x"}]}, "models[0] (x): give exactly one of `file` (a model file) or `import`"),
         ({"models": [{"name": "x", "import": "a.b:C"}]}, "models[0] (x): an `import` model needs `inputs`"),
     ],

@@ -16,22 +16,31 @@ import pytest
 import torch
 
 from conftest import REPO, make_workdir, snakemake
-from ethosweep import cpu_firmware as cf
-from ethosweep import sdk
-from ethosweep.config import ConfigError, build_sweep
-from ethosweep.cortex_m import input_bytes, lower_for_cortex_m, _user_input_placeholders
-from ethosweep.export import load_tensors
-from ethosweep.io import read_json
+from ethosweep.compile.artifacts import load_tensors
+from ethosweep.compile.cortex_m import _user_input_placeholders, input_bytes, lower_for_cortex_m
+from ethosweep.firmware import qemu, sdk
+from ethosweep.firmware import runner as cf
+from ethosweep.matrix.config import ConfigError, build_sweep
+from ethosweep.runtime.io import read_json
 
 LOGS = Path(__file__).parent / "data" / "runner_logs"
 MNIST_CPU = "results/cpu/mnist/int8/cortex-m55"
 
 
 def test_cpu_cells_cross_models_with_the_schemes_the_cortex_m_quantizer_has():
-    config = {"models": [{"name": "add", "import": "executorch.examples.models.toy_model:AddModule",
-                          "inputs": [{"shape": [1]}, {"shape": [1]}]}],
-              "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"],
-              "quantization": ["int8", "a16w8"], "cpu_targets": ["cortex-m55"]}
+    config = {
+        "models": [
+            {
+                "name": "add",
+                "import": "executorch.examples.models.toy_model:AddModule",
+                "inputs": [{"shape": [1]}, {"shape": [1]}],
+            }
+        ],
+        "targets": ["ethos-u55-128"],
+        "memory_modes": ["Shared_Sram"],
+        "quantization": ["int8", "a16w8"],
+        "cpu_targets": ["cortex-m55"],
+    }
     sweep = build_sweep(config)
     assert [c.id for c in sweep.cpu_cells] == ["add/int8/cortex-m55"]
     assert ("cortex-m55 x a16w8", "the Cortex-M quantizer has int8 only") in sweep.skipped
@@ -73,7 +82,7 @@ def test_input_bytes_follow_the_programs_dim_order():
 
 
 def test_parser_reads_a_recorded_qemu_run():
-    parsed = cf.parse_runner_output((LOGS / "qemu_mps3_an547_resnet8.log").read_text())
+    parsed = qemu.parse_runner_output((LOGS / "qemu_mps3_an547_resnet8.log").read_text())
     assert (parsed["program_bytes"], parsed["method"], parsed["planned_bytes"]) == (98120, "forward", 49728)
     assert parsed["inputs"] == [{"index": 0, "dtype": 6, "shape": [1, 3, 32, 32], "bytes": 12288}]
     assert parsed["outputs"] == [{"index": 0, "dtype": 6, "shape": [1, 10], "bytes": 40}]
@@ -83,10 +92,12 @@ def test_parser_reads_a_recorded_qemu_run():
 
 
 def test_parser_reports_the_runners_errors():
-    text = ("E executorch:method.cpp:812] Missing operator: [0] aten::gelu.out\n"
-            "ethosweep-runner: load_method error=0x14\n"
-            "ethosweep-runner: error: load_method failed (an operator missing from this runner's kernels?)\n")
-    parsed = cf.parse_runner_output(text)
+    text = (
+        "E executorch:method.cpp:812] Missing operator: [0] aten::gelu.out\n"
+        "ethosweep-runner: load_method error=0x14\n"
+        "ethosweep-runner: error: load_method failed (an operator missing from this runner's kernels?)\n"
+    )
+    parsed = qemu.parse_runner_output(text)
     assert not parsed["done"]
     assert parsed["et_error"] == {"stage": "load_method", "code": "0x14"}
     assert parsed["errors"] == ["load_method failed (an operator missing from this runner's kernels?)"]
@@ -96,15 +107,16 @@ def test_parser_reports_the_runners_errors():
 def test_outputs_are_compared_in_output_steps():
     scale = 0.05
     expected = [torch.tensor([[0.10, 0.50, -0.20]])]
-    exact = cf.compare_outputs([np.array([[0.10, 0.50, -0.20]], dtype=np.float32)], expected, expected, 1, [scale])
+    exact = qemu.compare_outputs([np.array([[0.10, 0.50, -0.20]], dtype=np.float32)], expected, expected, 1, [scale])
     assert exact["match"] and exact["same_top1"] and exact["max_diff_steps"] == 0.0
     assert "label 1, firmware top-1 1" in exact["line"]
-    off = cf.compare_outputs([np.array([[0.10, 0.40, 0.55]], dtype=np.float32)], expected, expected, None, [scale])
+    off = qemu.compare_outputs([np.array([[0.10, 0.40, 0.55]], dtype=np.float32)], expected, expected, None, [scale])
     assert not off["match"] and off["max_diff_steps"] == 15.0 and not off["same_top1"]
     assert off["line"].startswith("differs from the PyTorch reference")
     raw = np.array([1.0, 2.0], dtype=np.float32).tobytes() + np.array([3], dtype=np.int8).tobytes()
-    arrays = cf.split_outputs(raw, [{"index": 0, "dtype": 6, "shape": [1, 2], "bytes": 8},
-                                    {"index": 1, "dtype": 1, "shape": [1], "bytes": 1}])
+    arrays = qemu.split_outputs(
+        raw, [{"index": 0, "dtype": 6, "shape": [1, 2], "bytes": 8}, {"index": 1, "dtype": 1, "shape": [1], "bytes": 1}]
+    )
     assert arrays[0].tolist() == [[1.0, 2.0]] and arrays[1].tolist() == [3]
 
 
@@ -120,27 +132,41 @@ def test_section_sizes_and_memory_fit_of_a_real_runner():
 def test_build_and_qemu_commands():
     configure = cf.executorch_configure_command("/src/executorch", "cortex-m55", "/b", "/i", "python3", "/cmsis")
     assert configure[:6] == ["cmake", "-S", "/src/executorch", "-B", "/b", "-G"]
-    for flag in ("--preset", "arm-baremetal", "-DTARGET_CPU=cortex-m55", "-DEXECUTORCH_BUILD_ARM_BAREMETAL=OFF",
-                 "-DCMAKE_INSTALL_PREFIX=/i", "-DCMSIS_NN_LOCAL_PATH=/cmsis", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"):
+    for flag in (
+        "--preset",
+        "arm-baremetal",
+        "-DTARGET_CPU=cortex-m55",
+        "-DEXECUTORCH_BUILD_ARM_BAREMETAL=OFF",
+        "-DCMAKE_INSTALL_PREFIX=/i",
+        "-DCMSIS_NN_LOCAL_PATH=/cmsis",
+        "-DFETCHCONTENT_FULLY_DISCONNECTED=ON",
+    ):
         assert flag in configure
     assert not any("CMSIS_NN" in a for a in cf.executorch_configure_command("/s", "cortex-m55", "/b", "/i", "p"))
     method_pool, temp_pool = cf.pool_sizes(49728)
     assert method_pool == 115712 and method_pool >= 49728 + cf.POOL_HEADROOM
-    runner = cf.runner_configure_command("/src/executorch", "/i", "/w/model.pte", "/rb", "python3", method_pool, temp_pool)
+    runner = cf.runner_configure_command(
+        "/src/executorch", "/i", "/w/model.pte", "/rb", "python3", method_pool, temp_pool
+    )
     assert "-DCMAKE_TOOLCHAIN_FILE=/src/executorch/examples/arm/ethos-u-setup/arm-none-eabi-gcc.cmake" in runner
     assert "-DETHOSWEEP_METHOD_POOL_BYTES=115712" in runner and "-DSEMIHOSTING=ON" in runner
     assert runner[runner.index("-S") + 1] == str(REPO / "firmware" / "runner")
-    qemu = cf.qemu_command("/w/runner.elf", "model.pte", "inputs.bin", "outputs.bin")
-    assert qemu[:3] == ["qemu-system-arm", "-M", "mps3-an547"] and qemu[-2:] == ["-kernel", "/w/runner.elf"]
-    assert ("enable=on,target=native,arg=ethosweep_runner,arg=model.pte,arg=inputs.bin,arg=outputs.bin"
-            == qemu[qemu.index("-semihosting-config") + 1])
+    command = qemu.qemu_command("/w/runner.elf", "model.pte", "inputs.bin", "outputs.bin")
+    assert command[:3] == ["qemu-system-arm", "-M", "mps3-an547"] and command[-2:] == ["-kernel", "/w/runner.elf"]
+    assert (
+        "enable=on,target=native,arg=ethosweep_runner,arg=model.pte,arg=inputs.bin,arg=outputs.bin"
+        == command[command.index("-semihosting-config") + 1]
+    )
 
 
 def test_probe_says_what_cpu_firmware_lacks(tmp_path):
     status = sdk.probe({"qemu": "no-such-qemu"})
-    assert status.cpu_firmware_line().startswith("not configured: ExecuTorch source checkout: sdk.executorch_src is not set")
-    assert status.qemu_line() == ("not run: no-such-qemu not found on PATH or sdk.path; "
-                                  "get it: apt-get install qemu-system-arm")
+    assert status.cpu_firmware_line().startswith(
+        "not configured: ExecuTorch source checkout: sdk.executorch_src is not set"
+    )
+    assert status.qemu_line() == (
+        "not run: no-such-qemu not found on PATH or sdk.path; get it: apt-get install qemu-system-arm"
+    )
     checkout = tmp_path / "executorch"
     (checkout / "backends/arm/scripts").mkdir(parents=True)
     (checkout / "backends/arm/scripts/build_executor_runner.sh").write_text("")
@@ -160,7 +186,7 @@ def test_without_sdk_every_cpu_cell_says_what_is_missing(tiny_sweep):
         assert row["torch"] and row["executorch"] and row["vela"] and row["tosa_tools"]
     assert int(rows[0]["pte_bytes"]) == (tiny_sweep / MNIST_CPU / "model.pte").stat().st_size
     index = (tiny_sweep / "results/report/index.html").read_text()
-    section = index[index.index("CPU only (no NPU)"):index.index("<h2>Plots</h2>")]
+    section = index[index.index("CPU only (no NPU)") : index.index("<h2>Cells</h2>")]
     assert f"{int(rows[0]['pte_bytes']):,}" in section and section.count("<tr>") == 1 + len(rows)
 
 
@@ -168,8 +194,10 @@ def _have(*programs: str) -> bool:
     return all(shutil.which(p) for p in programs)
 
 
-@pytest.mark.skipif(not _have("arm-none-eabi-gcc", "qemu-system-arm"),
-                    reason="needs Debian's gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm (.ci/run installs them)")
+@pytest.mark.skipif(
+    not _have("arm-none-eabi-gcc", "qemu-system-arm"),
+    reason="needs Debian's gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm (.ci/run installs them)",
+)
 def test_platform_layer_boots_in_qemu_with_argv_files_and_the_fpu(tmp_path):
     """firmware/platform/mps3-an547 on its own: reset, FPU/MVE on, argv and files over semihosting,
     the exit code back to the host: what the ExecuTorch runner stands on."""
@@ -187,10 +215,24 @@ int main(int argc, char **argv) {
 """)
     platform = REPO / "firmware" / "platform" / "mps3-an547"
     elf = tmp_path / "probe.elf"
-    subprocess.run(["arm-none-eabi-gcc", "-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2",
-                    "--specs=rdimon.specs", "-nostartfiles", f"-T{platform / 'mps3-an547.ld'}",
-                    str(platform / "startup.c"), str(tmp_path / "probe.c"), "-o", str(elf)], check=True)
-    command = cf.qemu_command(elf, "out.txt", "in.bin", "last-arg")
+    subprocess.run(
+        [
+            "arm-none-eabi-gcc",
+            "-mcpu=cortex-m55",
+            "-mthumb",
+            "-mfloat-abi=hard",
+            "-O2",
+            "--specs=rdimon.specs",
+            "-nostartfiles",
+            f"-T{platform / 'mps3-an547.ld'}",
+            str(platform / "startup.c"),
+            str(tmp_path / "probe.c"),
+            "-o",
+            str(elf),
+        ],
+        check=True,
+    )
+    command = qemu.qemu_command(elf, "out.txt", "in.bin", "last-arg")
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 5, result.stdout + result.stderr
     assert result.stdout.strip() == "argc=4 last=last-arg"
@@ -200,19 +242,28 @@ int main(int argc, char **argv) {
 EXECUTORCH_SRC = os.environ.get("ETHOSWEEP_EXECUTORCH_SRC")
 
 
-@pytest.mark.skipif(not EXECUTORCH_SRC or not _have("arm-none-eabi-gcc", "qemu-system-arm"),
-                    reason="set ETHOSWEEP_EXECUTORCH_SRC to an ExecuTorch checkout (and install gcc-arm-none-eabi, "
-                           "qemu-system-arm) to build a runner and run it in QEMU")
+@pytest.mark.skipif(
+    not EXECUTORCH_SRC or not _have("arm-none-eabi-gcc", "qemu-system-arm"),
+    reason="set ETHOSWEEP_EXECUTORCH_SRC to an ExecuTorch checkout (and install gcc-arm-none-eabi, "
+    "qemu-system-arm) to build a runner and run it in QEMU",
+)
 def test_cpu_cell_builds_a_runner_and_matches_pytorch_in_qemu(tmp_path):
-    sdk_section = {"executorch_src": EXECUTORCH_SRC,
-                   "allow_version_mismatch": os.environ.get("ETHOSWEEP_ALLOW_VERSION_MISMATCH") == "1"}
+    sdk_section = {
+        "executorch_src": EXECUTORCH_SRC,
+        "allow_version_mismatch": os.environ.get("ETHOSWEEP_ALLOW_VERSION_MISMATCH") == "1",
+    }
     if os.environ.get("ETHOSWEEP_CMSIS_NN_SRC"):
         sdk_section["cmsis_nn_src"] = os.environ["ETHOSWEEP_CMSIS_NN_SRC"]
-    workdir = make_workdir(tmp_path, {
-        "models": [{"name": "mnist", "file": "models/mnist.py"}],
-        "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"],
-        "cpu_targets": ["cortex-m55"], "sdk": sdk_section,
-    })
+    workdir = make_workdir(
+        tmp_path,
+        {
+            "models": [{"name": "mnist", "file": "models/mnist.py"}],
+            "targets": ["ethos-u55-128"],
+            "memory_modes": ["Shared_Sram"],
+            "cpu_targets": ["cortex-m55"],
+            "sdk": sdk_section,
+        },
+    )
     snakemake(workdir)
     firmware = read_json(workdir / MNIST_CPU / "firmware.json")
     assert firmware["text"] > 50_000 and firmware["fit"]["fits"]
@@ -224,15 +275,20 @@ def test_cpu_cell_builds_a_runner_and_matches_pytorch_in_qemu(tmp_path):
 
 
 def test_npu_runner_scope_and_command():
-    from ethosweep.targets import npu_runner_state
+    from ethosweep.matrix.targets import npu_runner_state
 
     assert npu_runner_state("ethos-u55-128", "ready") == "ready"
     assert npu_runner_state("ethos-u65-512", "not configured: x") == "not configured: x"
-    assert npu_runner_state("ethos-u85-256", "ready").startswith("not built: ethosweep's platform layer is Corstone-300's")
+    assert npu_runner_state("ethos-u85-256", "ready").startswith(
+        "not built: ethosweep's platform layer is Corstone-300's"
+    )
     npu = {"target": "ethos-u55-128", "driver": "/d/core_driver", "cmsis": "/d/cmsis_6"}
     command = cf.runner_configure_command("/src/executorch", "/i", "/w/model.pte", "/rb", "python3", 1024, 2048, npu)
     assert command[0] == "cmake" and command[-3:] == [
-        "-DETHOSWEEP_NPU=ethos-u55-128", "-DETHOSWEEP_ETHOSU_DRIVER=/d/core_driver", "-DETHOSWEEP_CMSIS=/d/cmsis_6"]
+        "-DETHOSWEEP_NPU=ethos-u55-128",
+        "-DETHOSWEEP_ETHOSU_DRIVER=/d/core_driver",
+        "-DETHOSWEEP_CMSIS=/d/cmsis_6",
+    ]
     status = sdk.probe({})
     assert "Ethos-U core driver sources: sdk.ethos_u_driver_src is not set" in status.npu_runner_line()
 
@@ -248,27 +304,45 @@ def test_summary_says_why_a_cell_has_no_npu_runner(tiny_sweep):
 ETHOS_U_DRIVER_SRC = os.environ.get("ETHOSWEEP_ETHOS_U_DRIVER_SRC")
 
 
-@pytest.mark.skipif(not (EXECUTORCH_SRC and ETHOS_U_DRIVER_SRC) or not _have("arm-none-eabi-gcc", "qemu-system-arm"),
-                    reason="set ETHOSWEEP_EXECUTORCH_SRC and ETHOSWEEP_ETHOS_U_DRIVER_SRC (Arm's core_driver or a copy, "
-                           "with cmsis_6 beside it or ETHOSWEEP_CMSIS_SRC) to link the NPU runner")
+@pytest.mark.skipif(
+    not (EXECUTORCH_SRC and ETHOS_U_DRIVER_SRC) or not _have("arm-none-eabi-gcc", "qemu-system-arm"),
+    reason="set ETHOSWEEP_EXECUTORCH_SRC and ETHOSWEEP_ETHOS_U_DRIVER_SRC (Arm's core_driver or a copy, "
+    "with cmsis_6 beside it or ETHOSWEEP_CMSIS_SRC) to link the NPU runner",
+)
 def test_npu_runner_links_the_delegate_and_stops_cleanly_without_an_npu(tmp_path):
-    sdk_section = {"executorch_src": EXECUTORCH_SRC, "ethos_u_driver_src": ETHOS_U_DRIVER_SRC,
-                   "allow_version_mismatch": os.environ.get("ETHOSWEEP_ALLOW_VERSION_MISMATCH") == "1"}
+    sdk_section = {
+        "executorch_src": EXECUTORCH_SRC,
+        "ethos_u_driver_src": ETHOS_U_DRIVER_SRC,
+        "allow_version_mismatch": os.environ.get("ETHOSWEEP_ALLOW_VERSION_MISMATCH") == "1",
+    }
     for key, env in (("cmsis_nn_src", "ETHOSWEEP_CMSIS_NN_SRC"), ("cmsis_src", "ETHOSWEEP_CMSIS_SRC")):
         if os.environ.get(env):
             sdk_section[key] = os.environ[env]
-    workdir = make_workdir(tmp_path, {"models": [{"name": "mnist", "file": "models/mnist.py"}],
-                                      "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"], "sdk": sdk_section})
+    workdir = make_workdir(
+        tmp_path,
+        {
+            "models": [{"name": "mnist", "file": "models/mnist.py"}],
+            "targets": ["ethos-u55-128"],
+            "memory_modes": ["Shared_Sram"],
+            "sdk": sdk_section,
+        },
+    )
     snakemake(workdir)
     cell = "results/firmware/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     firmware = read_json(workdir / cell / "firmware.json")
     assert firmware["npu"] == "ethos-u55-128" and firmware["fit"]["fits"]
-    symbols = subprocess.run(["arm-none-eabi-nm", "-C", str(workdir / cell / "runner.elf")],
-                             capture_output=True, text=True, check=True).stdout
+    symbols = subprocess.run(
+        ["arm-none-eabi-nm", "-C", str(workdir / cell / "runner.elf")], capture_output=True, text=True, check=True
+    ).stdout
     assert "EthosUBackend::init" in symbols and " ethosu_init" in symbols
     # QEMU's mps3-an547 has no NPU: the driver's init fails and the runner says so (exit 10)
     pte = workdir / "results/vela/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model.pte"
     shutil.copy(pte, tmp_path / "model.pte")
-    result = subprocess.run(cf.qemu_command(workdir / cell / "runner.elf", "model.pte", "in.bin", "out.bin"),
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        qemu.qemu_command(workdir / cell / "runner.elf", "model.pte", "in.bin", "out.bin"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 10 and "Ethos-U driver init failed at 0x48102000" in result.stdout

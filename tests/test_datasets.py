@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from ethosweep.config import dataset_files
-from ethosweep.datasets import DatasetError, load_splits
+from ethosweep.compile.datasets import DatasetError, load_splits
+from ethosweep.matrix.config import dataset_files
 
 
 def test_digits_are_resized_split_disjointly_and_reproducibly():

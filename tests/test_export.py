@@ -5,16 +5,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from ethosweep.export import export_model, load_tensors
-from ethosweep.io import read_json
-from ethosweep.zoo import ModelError
+from ethosweep.compile.artifacts import load_tensors
+from ethosweep.compile.export import export_model
+from ethosweep.compile.zoo import ModelError
+from ethosweep.runtime.io import read_json
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run_export(tmp_path: Path, file: str) -> dict:
-    out = {k: str(tmp_path / n) for k, n in
-           [("program", "p.pt2"), ("inputs", "i.pt"), ("reference", "r.pt"), ("meta", "m.json")]}
+    out = {
+        k: str(tmp_path / n)
+        for k, n in [("program", "p.pt2"), ("inputs", "i.pt"), ("reference", "r.pt"), ("meta", "m.json")]
+    }
     export_model(model={"name": "m", "file": file}, seed=0, base_dir=str(REPO), **out)
     return out
 

@@ -14,39 +14,49 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import CHECKOUT_LINKS, REPO, TINY_CONFIG, make_workdir, planned_jobs, snakemake, typed
-from ethosweep.io import read_json
 from tosa_edit import replace_partition_tosa, zero_size_tosa
 
 GOOD = {"name": "mnist", "file": "models/mnist.py"}
 BAD_MODELS = {
-    "syntax_error": "export: model 'syntax_error' (tests/models/syntax_error.py): syntax error at line 3: '(' was never closed",
-    "no_inputs": "export: model 'no_inputs' (tests/models/no_inputs.py): the file defines no ModelInputs; a model file must "
-                 "define module-level ModelUnderTest (an nn.Module) and ModelInputs (a tuple of example inputs)",
-    "not_a_tuple": "export: model 'not_a_tuple' (tests/models/not_a_tuple.py): ModelInputs must be a tuple of example inputs, "
-                   "got Tensor (write `ModelInputs = (x,)` for a single input)",
+    "syntax_error": "export: model 'syntax_error' (tests/models/syntax_error.py): syntax error at line 3: '(' was "
+    "never closed",
+    "no_inputs": "export: model 'no_inputs' (tests/models/no_inputs.py): the file defines no ModelInputs; a model "
+    "file must "
+    "define module-level ModelUnderTest (an nn.Module) and ModelInputs (a tuple of example inputs)",
+    "not_a_tuple": "export: model 'not_a_tuple' (tests/models/not_a_tuple.py): ModelInputs must be a tuple of "
+    "example inputs, "
+    "got Tensor (write `ModelInputs = (x,)` for a single input)",
     "data_dependent": "export: model 'data_dependent' (tests/models/data_dependent.py): torch.export failed (",
-    "forward_raises": "export: model 'forward_raises' (tests/models/forward_raises.py): forward() on ModelInputs raised "
-                      "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x3)",
+    "forward_raises": "export: model 'forward_raises' (tests/models/forward_raises.py): forward() on ModelInputs "
+    "raised "
+    "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x3)",
     # the job's process dies: the supervisor names the signal and what was running
     "segfaults": "export: model 'segfaults' crashed (SIGSEGV) running forward() on its example inputs",
     "killed": "export: model 'killed' was killed (SIGKILL) while running forward() on its example inputs, most likely "
-              "for memory (peak memory ",
+    "for memory (peak memory ",
     "hangs": "export: stopped at its wall-clock limit of 1 min (resources.runtime of export_model): model 'hangs' was "
-             "still running forward() on its example inputs; raise it with --set-resources export_model:runtime=<minutes>",
+    "still running forward() on its example inputs; raise it with --set-resources export_model:runtime=<minutes>",
 }
 # Operators the NPU may not run: the cell still succeeds and says what stayed on the CPU and why.
 PARTLY_OR_FULLY = {
-    "bool_mask": ("partial", "partly delegated; on the CPU: aten_gt_tensor (Had torch.bool output that is not "
-                             "supported by TOSA-1.0+INT+int16+int4+u55.)"),
+    "bool_mask": (
+        "partial",
+        "partly delegated; on the CPU: aten_gt_tensor (Had torch.bool output that is not "
+        "supported by TOSA-1.0+INT+int16+int4+u55.)",
+    ),
     "gelu_layernorm": ("full", ""),
 }
-UNRESOLVED = "export: model 'no_such_model' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'"
+UNRESOLVED = (
+    "export: model 'no_such_model' (no_such_package.models:Net): import path does not resolve: "
+    "No module named 'no_such_package'"
+)
 BROKEN_VELA_CELL = "mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram"
-VELA_FAILURE = ("Vela failed on partition 0: 'Error: Invalid configuration of arena_cache_size=-1 (must be >= 0)' "
-                f"(reproducer: results/vela/{BROKEN_VELA_CELL}/repro/)")
+VELA_FAILURE = (
+    "Vela failed on partition 0: 'Error: Invalid configuration of arena_cache_size=-1 (must be >= 0)' "
+    f"(reproducer: results/vela/{BROKEN_VELA_CELL}/repro/)"
+)
 
 
 def summary_rows(workdir: Path) -> dict[tuple[str, str], dict]:
@@ -56,15 +66,26 @@ def summary_rows(workdir: Path) -> dict[tuple[str, str], dict]:
 
 @pytest.fixture(scope="module")
 def broken_sweep(tmp_path_factory):
-    workdir = make_workdir(tmp_path_factory.mktemp("broken"), {
-        "models": [GOOD, *({"name": n, "file": f"tests/models/{n}.py"} for n in [*BAD_MODELS, *PARTLY_OR_FULLY]),
-                   {"name": "no_such_model", "import": "no_such_package.models:Net", "inputs": [{"shape": [1]}]}],
-        "targets": ["ethos-u55-128",
-                    {"target": "ethos-u85-256", "system_config": "Test_U85_Broken",
-                     "vela": {"config": "tests/data/broken_vela.ini"}}],
-        "memory_modes": ["Shared_Sram"],
-        "cpu_targets": ["cortex-m55"],
-    })
+    workdir = make_workdir(
+        tmp_path_factory.mktemp("broken"),
+        {
+            "models": [
+                GOOD,
+                *({"name": n, "file": f"tests/models/{n}.py"} for n in [*BAD_MODELS, *PARTLY_OR_FULLY]),
+                {"name": "no_such_model", "import": "no_such_package.models:Net", "inputs": [{"shape": [1]}]},
+            ],
+            "targets": [
+                "ethos-u55-128",
+                {
+                    "target": "ethos-u85-256",
+                    "system_config": "Test_U85_Broken",
+                    "vela": {"config": "tests/data/broken_vela.ini"},
+                },
+            ],
+            "memory_modes": ["Shared_Sram"],
+            "cpu_targets": ["cortex-m55"],
+        },
+    )
     shutil.copytree(REPO / "tests" / "models", workdir / "tests" / "models")
     shutil.copytree(REPO / "tests" / "data", workdir / "tests" / "data", dirs_exist_ok=True)
     # a 1-minute wall-clock limit for exports, so the hanging model is stopped soon
@@ -79,7 +100,9 @@ def test_the_run_fails_but_every_good_cell_completes(broken_sweep):
     assert len(rows) == (1 + len(BAD_MODELS) + len(PARTLY_OR_FULLY) + 1) * 2
     good = rows["mnist", "ethos-u55-128"]
     assert (good["status"], good["vela_cycles_total"]) == ("ok", "138824")
-    assert (workdir / "results/header/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model_pte.h").exists()
+    assert (
+        workdir / "results/header/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/model_pte.h"
+    ).exists()
 
 
 @pytest.mark.parametrize("model", list(BAD_MODELS))
@@ -97,18 +120,22 @@ def test_a_broken_model_names_the_file_and_the_cause(broken_sweep, model):
 def test_a_job_killed_for_memory_names_the_memory_its_rule_declares(broken_sweep):
     workdir, _ = broken_sweep
     reason = summary_rows(workdir)["killed", "ethos-u55-128"]["reason"]
-    assert reason.endswith("MiB, the rule declares mem_mb=2000; raise it with --set-resources export_model:mem_mb=<MB>, "
-                           "or run fewer jobs at once)")
+    assert reason.endswith(
+        "MiB, the rule declares mem_mb=2000; raise it with --set-resources export_model:mem_mb=<MB>, "
+        "or run fewer jobs at once)"
+    )
 
 
 def test_cpu_only_cells_of_broken_models_are_named_in_their_summary(broken_sweep):
     workdir, _ = broken_sweep
     rows = {r["model"]: r for r in csv.DictReader(open(workdir / "results/cpu/summary.csv"))}
     assert len(rows) == 1 + len(BAD_MODELS) + len(PARTLY_OR_FULLY) + 1
-    assert (rows["mnist"]["status"], rows["mnist"]["pte_bytes"]) == ("ok", str(
-        (workdir / "results/cpu/mnist/int8/cortex-m55/model.pte").stat().st_size))
+    assert (rows["mnist"]["status"], rows["mnist"]["pte_bytes"]) == (
+        "ok",
+        str((workdir / "results/cpu/mnist/int8/cortex-m55/model.pte").stat().st_size),
+    )
     for model, reason in BAD_MODELS.items():
-        assert (rows[model]["status"], rows[model]["reason"][:len(reason)]) == ("failed", reason)
+        assert (rows[model]["status"], rows[model]["reason"][: len(reason)]) == ("failed", reason)
 
 
 @pytest.mark.parametrize("model", list(PARTLY_OR_FULLY))
@@ -129,7 +156,10 @@ def test_a_vela_failure_fails_only_its_cell_with_velas_reason(broken_sweep):
     workdir, proc = broken_sweep
     row = summary_rows(workdir)["mnist", "ethos-u85-256"]
     assert (row["status"], row["reason"]) == ("failed", f"vela: {VELA_FAILURE}")
-    assert f"ethosweep: FAILED compile_with_vela {BROKEN_VELA_CELL}: {VELA_FAILURE} (log: logs/vela/{BROKEN_VELA_CELL}.log)" in proc.stderr
+    assert (
+        f"ethosweep: FAILED compile_with_vela {BROKEN_VELA_CELL}: {VELA_FAILURE} (log: "
+        f"logs/vela/{BROKEN_VELA_CELL}.log)" in proc.stderr
+    )
     # Nothing half-written: the failed job's outputs are gone.
     assert not list((workdir / "results/vela" / BROKEN_VELA_CELL).glob("*.*"))
     # The lowering it shares with the good U85 cells is intact: only Vela failed.
@@ -140,7 +170,9 @@ def test_a_vela_failure_leaves_a_reproducer_that_reproduces_it(broken_sweep):
     workdir, _ = broken_sweep
     repro = workdir / "results/vela" / BROKEN_VELA_CELL / "repro"
     assert sorted(p.name for p in repro.iterdir()) == ["README.txt", "command.sh", "partition_0.tosa", "vela.ini"]
-    assert (repro / "partition_0.tosa").read_bytes() == (workdir / "results/lower/mnist/int8/u85/tosa/partition_0.tosa").read_bytes()
+    assert (repro / "partition_0.tosa").read_bytes() == (
+        workdir / "results/lower/mnist/int8/u85/tosa/partition_0.tosa"
+    ).read_bytes()
     assert (repro / "vela.ini").read_bytes() == (REPO / "tests/data/broken_vela.ini").read_bytes()
     command = (repro / "command.sh").read_text().splitlines()[-1]
     assert command.startswith("vela partition_0.tosa ") and "--config=./vela.ini" in command
@@ -161,8 +193,10 @@ def test_a_vela_crash_is_named_kept_as_a_reproducer_and_fails_only_its_cells(swe
     proc = snakemake(sweep_copy, check=False)
     assert proc.returncode != 0
     cell = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
-    reason = ("Vela crashed (SIGSEGV) compiling partition 0 for ethos-u55-128 / Shared_Sram "
-              f"(reproducer: results/vela/{cell}/repro/)")
+    reason = (
+        "Vela crashed (SIGSEGV) compiling partition 0 for ethos-u55-128 / Shared_Sram "
+        f"(reproducer: results/vela/{cell}/repro/)"
+    )
     assert f"ethosweep: FAILED compile_with_vela {cell}: {reason} (log: logs/vela/{cell}.log)" in proc.stderr
     assert proc.stderr.count("ethosweep: FAILED") == 1
     rows = [r for r in csv.DictReader(open(sweep_copy / "results/summary.csv"))]
@@ -181,7 +215,10 @@ def test_a_vela_crash_is_named_kept_as_a_reproducer_and_fails_only_its_cells(swe
     # The README's command, exactly as written there, reproduces the crash outside the sweep.
     command = next(line.strip() for line in readme.splitlines() if line.strip().startswith("uv run sh "))
     ran = typed(command, sweep_copy)
-    assert ran.returncode == 128 + signal.SIGSEGV or ran.returncode == -signal.SIGSEGV, (ran.returncode, ran.stderr[-500:])
+    assert ran.returncode == 128 + signal.SIGSEGV or ran.returncode == -signal.SIGSEGV, (
+        ran.returncode,
+        ran.stderr[-500:],
+    )
 
 
 def test_a_rerun_retries_only_what_failed(broken_sweep):
@@ -203,8 +240,10 @@ def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, t
     pte.write_bytes(pte.read_bytes()[:1000])  # truncated after the vela stage wrote it
     proc = snakemake(work, "--forcerun", "write_header", check=False)
     assert proc.returncode != 0
-    assert (f"ethosweep: FAILED write_header {cell}: results/vela/{cell}/model.pte is truncated: 1000 bytes, "
-            "but the vela stage wrote 112736 bytes") in proc.stderr
+    assert (
+        f"ethosweep: FAILED write_header {cell}: results/vela/{cell}/model.pte is truncated: 1000 bytes, "
+        "but the vela stage wrote 112736 bytes"
+    ) in proc.stderr
 
     template = work / "results/lower/mnist/int8/u55/template.pte"
     template.write_bytes(b"\x00" * len(template.read_bytes()))  # same size, wrong bytes
@@ -212,26 +251,41 @@ def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, t
     edge.write_bytes(edge.read_bytes()[:-10])
     proc = snakemake(work, "--forcerun", "compile_with_vela", "verify_numerics", check=False)
     assert proc.returncode != 0
-    assert (f"ethosweep: FAILED compile_with_vela {cell}: results/lower/mnist/int8/u55/template.pte is corrupt"
-            in proc.stderr)
-    assert "ethosweep: FAILED verify_numerics mnist/int8/u55: results/lower/mnist/int8/u55/edge.pt2 is truncated" in proc.stderr
+    assert (
+        f"ethosweep: FAILED compile_with_vela {cell}: results/lower/mnist/int8/u55/template.pte is corrupt"
+        in proc.stderr
+    )
+    assert (
+        "ethosweep: FAILED verify_numerics mnist/int8/u55: results/lower/mnist/int8/u55/edge.pt2 is truncated"
+        in proc.stderr
+    )
 
 
 def test_invalid_config_errors_name_the_key(tmp_path):
     work = make_workdir(tmp_path, {"models": [GOOD], "seed": "zero"})
     proc = snakemake(work, "--dry-run", check=False)
     assert proc.returncode != 0
-    # Snakemake prints errors of the workflow's parse on stdout.
-    assert "Invalid config: seed: 'zero' is not of type 'integer'" in proc.stdout
+    # the parse error, on the terminal (the default profile's logger writes to stderr)
+    assert "Invalid config: seed: 'zero' is not of type 'integer'" in proc.stdout + proc.stderr
     work = make_workdir(tmp_path, {"models": [GOOD], "targets": ["ethos-u55-128"], "memory_modes": ["Dedicated_Sram"]})
     proc = snakemake(work, "--dry-run", check=False)
-    assert "Invalid config: the matrix is empty" in proc.stdout
+    assert "Invalid config: the matrix is empty" in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
 def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep, tmp_path, how):
     work = make_workdir(tmp_path, TINY_CONFIG)
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--cores",
+        "2",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
     while not list((work / "logs").glob("vela/**/*.log")):  # interrupt while cells are being compiled
@@ -259,8 +313,10 @@ def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep
 
     snakemake(work)
     assert not list(work.rglob("*.partial"))
-    for cell in ("mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
-                 "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"):
+    for cell in (
+        "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+        "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",
+    ):
         for artifact in ("vela/{}/model.pte", "header/{}/model_pte.h", "vela/{}/per_layer.csv"):
             path = artifact.format(cell)
             assert (work / "results" / path).read_bytes() == (tiny_sweep / "results" / path).read_bytes(), path
@@ -276,7 +332,8 @@ def test_two_clean_runs_give_identical_artifacts(tiny_sweep, tmp_path):
     (`graph_id`). Their graphs and weights are identical, which is what is checked
     (for the lowered edge program: its graph, without node names, and every delegate's TOSA).
     """
-    from ethosweep.quantize import graph_digest, load_quantized
+    from ethosweep.compile.artifacts import load_quantized
+    from ethosweep.compile.quantize import graph_digest
 
     work = make_workdir(tmp_path, TINY_CONFIG)
     snakemake(work)
@@ -309,7 +366,7 @@ def edge_digest(path: Path) -> str:
 
     import torch
 
-    from ethosweep.lower import load_edge
+    from ethosweep.compile.artifacts import load_edge
 
     module = load_edge(path).module()
     index = {node: i for i, node in enumerate(module.graph.nodes)}

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from conftest import U55_CELL, make_workdir, snakemake
-from ethosweep import firmware, sdk
+from ethosweep.firmware import executor_runner as firmware
+from ethosweep.firmware import sdk
 
 LOGS = Path(__file__).parent / "data" / "runner_logs"
 
 
 def test_parser_reads_every_number_of_a_recorded_corstone320_run():
-    parsed = firmware.parse_runner_output((LOGS / "corstone320_mv2_u85.log").read_text())
+    parsed = firmware.parse_executor_runner_output((LOGS / "corstone320_mv2_u85.log").read_text())
     assert parsed["npu_cycles"] == 1498202
     assert parsed["cpu_cycles_total"] == 6925114
     assert parsed["cpu_wait_for_npu_cycles"] == 729
@@ -39,13 +40,20 @@ def test_parser_reads_every_number_of_a_recorded_corstone320_run():
 
 def test_parser_reports_bundleio_verdicts_and_failures():
     recorded = (LOGS / "corstone320_mv2_u85.log").read_text()
-    assert firmware.parse_runner_output(recorded + "I [executorch:arm_executor_runner.cpp:600] Test_result: PASS\n")["bundleio"] == "PASS"
-    failed = firmware.parse_runner_output(recorded + "Test_result: PASS\nTest_result: FAIL\n")
+    assert (
+        firmware.parse_executor_runner_output(
+            recorded + "I [executorch:arm_executor_runner.cpp:600] Test_result: PASS\n"
+        )["bundleio"]
+        == "PASS"
+    )
+    failed = firmware.parse_executor_runner_output(recorded + "Test_result: PASS\nTest_result: FAIL\n")
     assert failed["bundleio"] == "FAIL"
     # run_fvp.sh's own failure patterns: an error log line, a timeout; and no completion line
     timeout = "Info: Simulation is stopping. Reason: CPU time has been exceeded."
-    broken = recorded.replace("Program complete, exiting.", "") + "E [executorch:method.cpp:1] Missing operator\n" + timeout
-    parsed = firmware.parse_runner_output(broken)
+    broken = (
+        recorded.replace("Program complete, exiting.", "") + "E [executorch:method.cpp:1] Missing operator\n" + timeout
+    )
+    parsed = firmware.parse_executor_runner_output(broken)
     assert not parsed["completed"]
     assert parsed["errors"] == ["E [executorch:method.cpp:1] Missing operator", timeout]
 
@@ -54,12 +62,15 @@ def _settings(command: list[str]) -> list[str]:
     return [command[i + 1] for i, arg in enumerate(command) if arg == "-C"]
 
 
-@pytest.mark.parametrize("target, fvp, macs_setting", [
-    ("ethos-u55-128", "FVP_Corstone_SSE-300_Ethos-U55", "ethosu.num_macs=128"),
-    ("ethos-u55-64", "FVP_Corstone_SSE-300_Ethos-U55", "ethosu.num_macs=64"),
-    ("ethos-u65-512", "FVP_Corstone_SSE-300_Ethos-U65", "ethosu.num_macs=512"),
-    ("ethos-u85-256", "FVP_Corstone_SSE-320", "mps4_board.subsystem.ethosu.num_macs=256"),
-])
+@pytest.mark.parametrize(
+    "target, fvp, macs_setting",
+    [
+        ("ethos-u55-128", "FVP_Corstone_SSE-300_Ethos-U55", "ethosu.num_macs=128"),
+        ("ethos-u55-64", "FVP_Corstone_SSE-300_Ethos-U55", "ethosu.num_macs=64"),
+        ("ethos-u65-512", "FVP_Corstone_SSE-300_Ethos-U65", "ethosu.num_macs=512"),
+        ("ethos-u85-256", "FVP_Corstone_SSE-320", "mps4_board.subsystem.ethosu.num_macs=256"),
+    ],
+)
 def test_fvp_command_per_family(target, fvp, macs_setting):
     command = firmware.fvp_command(target, "/b/arm_executor_runner", "/r/cell/model.bpte", timelimit_s=120)
     assert command[0] == fvp
@@ -73,16 +84,20 @@ def test_fvp_command_per_family(target, fvp, macs_setting):
 
 
 def test_build_command_and_pools():
-    cells = [{"planned_buffer_bytes": 3920, "input_bytes": 3136, "scratch_bytes": 18528},
-             {"planned_buffer_bytes": 48, "input_bytes": 8, "scratch_bytes": 32}]
+    cells = [
+        {"planned_buffer_bytes": 3920, "input_bytes": 3136, "scratch_bytes": 18528},
+        {"planned_buffer_bytes": 48, "input_bytes": 8, "scratch_bytes": 32},
+    ]
     pools = firmware.size_pools(cells, "Shared_Sram")
     # the largest need, plus the method allocator's margin, rounded up to 16 KiB
     assert pools.method_allocator == 80 * 1024 and pools.scratch == 32 * 1024
     command = firmware.build_command("/et", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", pools, "out")
     assert command[:3] == ["bash", "/et/backends/arm/scripts/build_executor_runner.sh", "--pte=semihosting"]
     assert "--target=ethos-u55-128" in command and "--memory_mode=Shared_Sram" in command
-    assert ("--extra_build_flags=-DET_ARM_BAREMETAL_METHOD_ALLOCATOR_POOL_SIZE=0x14000 "
-            "-DET_ARM_BAREMETAL_SCRATCH_TEMP_ALLOCATOR_POOL_SIZE=0x8000") in command
+    assert (
+        "--extra_build_flags=-DET_ARM_BAREMETAL_METHOD_ALLOCATOR_POOL_SIZE=0x14000 "
+        "-DET_ARM_BAREMETAL_SCRATCH_TEMP_ALLOCATOR_POOL_SIZE=0x8000"
+    ) in command
     dedicated = firmware.size_pools(cells, "Dedicated_Sram")
     assert "-DET_ARM_BAREMETAL_FAST_SCRATCH_TEMP_ALLOCATOR_POOL_SIZE=0x8000" in dedicated.cmake_flags()
 
@@ -91,8 +106,11 @@ def test_probe_names_what_is_missing_and_how_to_get_it(tmp_path):
     status = sdk.probe({}, base=tmp_path)
     assert not status.firmware_ready()
     names = [c.name for c in status.firmware_missing()]
-    assert names[:3] == ["ExecuTorch source checkout", "setup_path.sh (from examples/arm/setup.sh)",
-                         "Ethos-U SDK (core_platform, core_driver)"]
+    assert names[:3] == [
+        "ExecuTorch source checkout",
+        "setup_path.sh (from examples/arm/setup.sh)",
+        "Ethos-U SDK (core_platform, core_driver)",
+    ]
     checkout = status.components["executorch_src"]
     assert checkout.problem == "sdk.executorch_src is not set"
     assert f"git clone -b v{status.executorch_version}" in checkout.get_it and "setup.sh" in checkout.get_it
@@ -102,7 +120,10 @@ def test_probe_names_what_is_missing_and_how_to_get_it(tmp_path):
     (other / "backends/arm/scripts/build_executor_runner.sh").write_text("")
     (other / "version.txt").write_text("0.7.0\n")
     mismatch = sdk.probe({"executorch_src": str(other)}, base=tmp_path).components["executorch_src"]
-    assert not mismatch.ok and f"is ExecuTorch 0.7.0, the installed wheel is {status.executorch_version}" in mismatch.problem
+    assert (
+        not mismatch.ok
+        and f"is ExecuTorch 0.7.0, the installed wheel is {status.executorch_version}" in mismatch.problem
+    )
 
 
 def test_check_sdk_command_lists_every_part(tmp_path, capsys):
@@ -131,10 +152,10 @@ def vela_blocks(pte: Path, name: str) -> list[bytes]:
     data, found, start = pte.read_bytes(), [], 0
     while (position := data.find(b"vela_bin_stream", start)) != -1:
         while True:
-            block_name = data[position:position + 16].rstrip(b"\0").decode()
-            (length,) = struct.unpack("<I", data[position + 16:position + 20])
+            block_name = data[position : position + 16].rstrip(b"\0").decode()
+            (length,) = struct.unpack("<I", data[position + 16 : position + 20])
             if block_name == name:
-                found.append(data[position + 32:position + 32 + length])
+                found.append(data[position + 32 : position + 32 + length])
             if block_name == "vela_end_stream":
                 break
             position += 32 + (length + 15) // 16 * 16
@@ -149,7 +170,6 @@ def test_runner_pools_hold_every_cell_they_serve(tiny_sweep):
     import struct
 
     import torch
-
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     plan_dir = tiny_sweep / "results/firmware/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
@@ -166,14 +186,25 @@ def test_runner_pools_hold_every_cell_they_serve(tiny_sweep):
     align = 16 * 1024
     assert plan["pools"]["method_allocator_bytes"] == (max(method) + 64 * 1024 + align - 1) // align * align
     assert plan["pools"]["scratch_bytes"] == (max(scratch) + align - 1) // align * align
-    assert max(scratch) == round(max(json.loads((tiny_sweep / "results/vela" / c["cell"] / "summary.json").read_text())
-                                     ["cell"]["sram_memory_used"] * 1024 for c in plan["cells"]))
+    assert max(scratch) == round(
+        max(
+            json.loads((tiny_sweep / "results/vela" / c["cell"] / "summary.json").read_text())["cell"][
+                "sram_memory_used"
+            ]
+            * 1024
+            for c in plan["cells"]
+        )
+    )
 
 
 def test_without_sdk_every_cell_says_what_firmware_and_fvp_lack(tiny_sweep):
-    plan = json.loads((tiny_sweep / "results/firmware/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/plan.json").read_text())
+    plan = json.loads(
+        (tiny_sweep / "results/firmware/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/plan.json").read_text()
+    )
     needs = {c["cell"]: c for c in plan["cells"]}
-    assert needs[U55_CELL]["input_bytes"] == 1 * 1 * 28 * 28 * 4  # (the pools: test_runner_pools_hold_every_cell_they_serve)
+    assert (
+        needs[U55_CELL]["input_bytes"] == 1 * 1 * 28 * 28 * 4
+    )  # (the pools: test_runner_pools_hold_every_cell_they_serve)
     with open(tiny_sweep / "results/summary.csv") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
@@ -182,12 +213,14 @@ def test_without_sdk_every_cell_says_what_firmware_and_fvp_lack(tiny_sweep):
         assert float(row["runner_method_pool_kib"]) > 0 and row["fvp_npu_cycles"] == ""
     assert not list((tiny_sweep / "results").glob("firmware/*/*/*/arm_executor_runner"))
     # the terminal table says it once, not once per cell
-    from ethosweep.summary import format_table
+    from ethosweep.results.summary import format_table
 
     footer = format_table(rows).splitlines()
     cells = {tuple(r[k] for k in ("model", "quantization", "target", "system_config", "memory_mode")) for r in rows}
-    assert f"{len(cells)} of {len(cells)} cells ok ({len(rows)} rows: a cell appears once per board it is on); " \
-           "cycles and memory are Vela's compiler estimates." in footer
+    assert (
+        f"{len(cells)} of {len(cells)} cells ok ({len(rows)} rows: a cell appears once per board it is on); "
+        "cycles and memory are Vela's compiler estimates." in footer
+    )
     assert footer[-2].startswith("firmware: not configured, missing ") and "ExecuTorch source checkout" in footer[-2]
     assert footer[-1].startswith("FVP runs: none, FVP_Corstone_SSE-300_Ethos-U55, FVP_Corstone_SSE-320 not found")
 
@@ -195,12 +228,19 @@ def test_without_sdk_every_cell_says_what_firmware_and_fvp_lack(tiny_sweep):
 EXECUTORCH_SRC = os.environ.get("ETHOSWEEP_EXECUTORCH_SRC")
 
 
-@pytest.mark.skipif(not EXECUTORCH_SRC, reason="set ETHOSWEEP_EXECUTORCH_SRC to an ExecuTorch checkout of the "
-                    "installed version prepared with examples/arm/setup.sh (and install gcc-arm-none-eabi) "
-                    "to build the runner end to end")
+@pytest.mark.skipif(
+    not EXECUTORCH_SRC,
+    reason="set ETHOSWEEP_EXECUTORCH_SRC to an ExecuTorch checkout of the "
+    "installed version prepared with examples/arm/setup.sh (and install gcc-arm-none-eabi) "
+    "to build the runner end to end",
+)
 def test_firmware_builds_a_runner_per_configuration(tmp_path):
-    config = {"models": [{"name": "mnist", "file": "models/mnist.py"}], "targets": ["ethos-u55-128"],
-              "memory_modes": ["Shared_Sram"], "sdk": {"executorch_src": EXECUTORCH_SRC}}
+    config = {
+        "models": [{"name": "mnist", "file": "models/mnist.py"}],
+        "targets": ["ethos-u55-128"],
+        "memory_modes": ["Shared_Sram"],
+        "sdk": {"executorch_src": EXECUTORCH_SRC},
+    }
     workdir = make_workdir(tmp_path / "fw", config)
     snakemake(workdir)
     runner = workdir / "results/firmware/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"

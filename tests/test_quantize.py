@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ethosweep.compile_spec import ethosu_compile_spec
-from ethosweep.quantize import graph_digest, quantize_exported
-from ethosweep.zoo import load_model
-from ethosweep.config import ModelSpec
+from ethosweep.compile.compile_spec import ethosu_compile_spec
+from ethosweep.compile.quantize import graph_digest, quantize_exported
+from ethosweep.compile.zoo import load_model
+from ethosweep.matrix.models import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,6 +39,9 @@ def test_a16w8_quantizes_activations_to_int16(mnist_program):
     program, inputs = mnist_program
     spec = ethosu_compile_spec("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only", {})
     quantized = quantize_exported(program, [inputs], "a16w8", spec)
-    dtypes = {n.args[-1] for n in quantized.graph_module.graph.nodes
-              if n.op == "call_function" and "quantize_per_tensor" in str(n.target)}
+    dtypes = {
+        n.args[-1]
+        for n in quantized.graph_module.graph.nodes
+        if n.op == "call_function" and "quantize_per_tensor" in str(n.target)
+    }
     assert torch.int16 in dtypes

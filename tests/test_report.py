@@ -9,21 +9,31 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, typed
-from ethosweep import advice
-from ethosweep.report import pareto_front
-from ethosweep.vela import read_per_layer, read_summary
+from ethosweep.results import advice
+from ethosweep.results.report import pareto_front
+from ethosweep.vela.compile import read_per_layer, read_summary
 
 DATA = Path(__file__).parent / "data" / "vela"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HEADLESS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def test_memory_bound_advice_shows_the_numbers_it_comes_from():
     layers = read_per_layer(DATA / "mnist_u55_128_per-layer.csv")
     (fc1,) = advice.memory_bound_layers(layers, top=1)
     assert fc1.title == "Layer tosa_rescale_default_2 (Conv2D) is memory-bound"
-    assert fc1.detail.startswith("101,008 cycles, of which 101,008 are off-chip flash accesses against 15,796 NPU compute cycles")
+    assert fc1.detail.startswith(
+        "101,008 cycles, of which 101,008 are off-chip flash accesses against 15,796 NPU compute cycles"
+    )
 
 
 def test_weight_streaming_advice_points_at_a_better_memory_mode_of_the_same_sweep():
@@ -32,7 +42,12 @@ def test_weight_streaming_advice_points_at_a_better_memory_mode_of_the_same_swee
     (tip,) = advice.weight_streaming({"memory_mode": "Shared_Sram"}, figures, {"Sram_Only": sram_only})
     assert tip.title == "77 % of the time waits for off-chip flash"
     assert "In this sweep Sram_Only takes 52,433 cycles (2.6× fewer)" in tip.detail
-    assert advice.weight_streaming({"memory_mode": "Sram_Only"}, {"cycles_total": 100, "cycles_off_chip_flash_access": 10}, {}) == []
+    assert (
+        advice.weight_streaming(
+            {"memory_mode": "Sram_Only"}, {"cycles_total": 100, "cycles_off_chip_flash_access": 10}, {}
+        )
+        == []
+    )
 
 
 def test_pareto_front():
@@ -56,13 +71,28 @@ def test_the_report_has_real_numbers_plots_and_advice(tiny_sweep):
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
 def test_the_report_opens_in_headless_chromium(tiny_sweep, tmp_path):
     index = tiny_sweep / "results/report/index.html"
-    dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", index.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", index.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0
     assert len(re.findall(r"<svg", dom.stdout)) >= 4 and "ethosweep report" in dom.stdout
     shot = tmp_path / "report.png"
-    subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1300,2000",
-                    f"--screenshot={shot}", index.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            CHROMIUM,
+            *HEADLESS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1300,2000",
+            f"--screenshot={shot}",
+            index.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
 
@@ -73,7 +103,9 @@ def test_snakemakes_own_report_builds(tiny_sweep, tmp_path):
     assert f"`{command}`" in (REPO / "README.md").read_text()
     built = typed(command, work)
     assert built.returncode == 0, built.stderr[-3000:]
-    listing = subprocess.run(["python3", "-m", "zipfile", "-l", str(work / "report.zip")], capture_output=True, text=True).stdout
+    listing = subprocess.run(
+        ["python3", "-m", "zipfile", "-l", str(work / "report.zip")], capture_output=True, text=True
+    ).stdout
     for plot in ("cycles.svg", "fit.svg", "roofline.svg", "pareto.svg", "index.html"):
         assert plot in listing
     assert listing.count("Shared_Sram.html") == 6  # a detail page per cell, labelled by model/target/memory mode
@@ -90,37 +122,46 @@ def summary(tiny_sweep) -> list[dict]:
 def board_params(name: str) -> dict:
     import yaml
 
-    from ethosweep.boards import board_from_profile
+    from ethosweep.matrix.boards import board_from_profile
 
     path = REPO / "boards" / f"{name}.yaml" if name != "tiny-board" else REPO / "tests/data/tiny_board.yaml"
     return board_from_profile(yaml.safe_load(path.read_text()), str(path)).as_params()
 
 
 def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
-    from ethosweep import recommend
+    from ethosweep.results import recommend
 
     rows = summary(tiny_sweep)
-    (alif, tiny) = recommend.board_sections(rows, {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")})
+    (alif, tiny) = recommend.board_sections(
+        rows, {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")}
+    )
     assert alif.summary == "4 of 4 models fit"
     mnist = next(p for p in alif.picks if p.model == "mnist")
     row = next(r for r in rows if (r["model"], r["board"]) == ("mnist", "alif-e8"))
     assert mnist.verdict == "fits" and mnist.row is row or mnist.row == row
-    assert mnist.text.startswith(f"fastest that fits: Shared_Sram, {float(row['board_inference_ms']):.3g} ms (Vela estimate "
-                                 f"at the board's clock), margin SRAM {float(row['fit_sram_margin_kib']):,.0f} KiB")
+    assert mnist.text.startswith(
+        f"fastest that fits: Shared_Sram, {float(row['board_inference_ms']):.3g} ms (Vela estimate "
+        f"at the board's clock), margin SRAM {float(row['fit_sram_margin_kib']):,.0f} KiB"
+    )
     digits = next(p for p in alif.picks if p.model == "mnist_digits")
     d = next(r for r in rows if (r["model"], r["board"]) == ("mnist_digits", "alif-e8"))
-    assert digits.text.endswith(f"top-1 {100 * float(d['top1_float']):.1f} % float → {100 * float(d['top1_npu']):.1f} % "
-                                f"on the NPU path ({d['data']})")
+    assert digits.text.endswith(
+        f"top-1 {100 * float(d['top1_float']):.1f} % float → {100 * float(d['top1_npu']):.1f} % "
+        f"on the NPU path ({d['data']})"
+    )
     # the 16 KiB test board: MNIST does not fit anywhere, and the page says so with the closest miss
     assert tiny.summary == "1 of 4 models fit"
     mnist = next(p for p in tiny.picks if p.model == "mnist")
     t = next(r for r in rows if (r["model"], r["board"]) == ("mnist", "tiny-board"))
     assert mnist.verdict == "does not fit"
-    assert mnist.text == f"does not fit in any memory mode; closest: Shared_Sram, {t['fit'].removeprefix('does not fit: ')}"
+    assert (
+        mnist.text
+        == f"does not fit in any memory mode; closest: Shared_Sram, {t['fit'].removeprefix('does not fit: ')}"
+    )
 
 
 def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
-    from ethosweep import recommend
+    from ethosweep.results import recommend
 
     # add's Vela estimate rounds to 0.0 ms in the summary: it meets any budget, so it is left out here
     rows = [r for r in summary(tiny_sweep) if r["model"] != "add"]

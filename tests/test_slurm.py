@@ -28,16 +28,27 @@ pytestmark = [
 CONFIG = {
     "models": [
         {"name": "mnist", "file": "models/mnist.py"},
-        {"name": "add", "import": "executorch.examples.models.toy_model:AddModule",
-         "inputs": [{"shape": [1]}, {"shape": [1]}]},
+        {
+            "name": "add",
+            "import": "executorch.examples.models.toy_model:AddModule",
+            "inputs": [{"shape": [1]}, {"shape": [1]}],
+        },
     ],
     "targets": ["ethos-u55-128"],
     "memory_modes": ["Shared_Sram"],
 }
 CELLS = [f"{model}/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram" for model in ("mnist", "add")]
 # What a job computes; the same on any machine (Snakemake's logs and timings are not compared).
-COMPARED = [f"results/{stage}/{cell}/{name}" for cell in CELLS for stage, name in (
-    ("vela", "model.pte"), ("vela", "summary.json"), ("vela", "per_layer.csv"), ("header", "model_pte.h"))]
+COMPARED = [
+    f"results/{stage}/{cell}/{name}"
+    for cell in CELLS
+    for stage, name in (
+        ("vela", "model.pte"),
+        ("vela", "summary.json"),
+        ("vela", "per_layer.csv"),
+        ("header", "model_pte.h"),
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +61,26 @@ def cluster(tmp_path_factory):
 def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
     """The README's cluster command, plus what this test cluster needs: it has 2 CPUs per
     node, no accounting database (so job states come from squeue), and fast polling."""
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-               "--directory", str(workdir), "--profile", str(REPO / "workflow/profiles/slurm"),
-               "--cores", str(os.cpu_count()), "--slurm-status-command", "squeue",
-               "--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5",
-               "--slurm-keep-successful-logs"]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "workflow/profiles/slurm"),
+        "--cores",
+        str(os.cpu_count()),
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        "--seconds-between-status-checks",
+        "5",
+        "--slurm-keep-successful-logs",
+    ]
     return subprocess.run(command, capture_output=True, text=True, env=cluster.env, cwd=workdir, timeout=1800)
 
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep import targets as tg
+from ethosweep.matrix import targets as tg
 
 
 def test_every_vela_accelerator_is_a_target_with_its_family_and_peak_macs():

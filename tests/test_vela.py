@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep.vela import aggregate, mac_utilisation, read_per_layer, read_summary
+from ethosweep.vela.compile import aggregate, mac_utilisation, read_per_layer, read_summary
 
 DATA = Path(__file__).parent / "data" / "vela"
 
@@ -22,18 +22,30 @@ def test_parses_a_real_vela_summary():
 
 def test_per_layer_macs_add_up_to_the_network_total():
     layers = read_per_layer(DATA / "mnist_u55_128_per-layer.csv")
-    assert [l["NNG Operator"] for l in layers][:4] == ["Conv2D", "MaxPool", "Conv2D", "MaxPool"]
-    assert sum(l["MAC Count"] for l in layers) == 1135872
+    assert [layer["NNG Operator"] for layer in layers][:4] == ["Conv2D", "MaxPool", "Conv2D", "MaxPool"]
+    assert sum(layer["MAC Count"] for layer in layers) == 1135872
     # The first fully connected layer dominates: its 100 KB of weights stream from
     # off-chip flash, so its cycles are the flash access cycles, not the NPU's.
-    hottest = max(layers, key=lambda l: l["Op Cycles"])
-    assert (hottest["MAC Count"], hottest["Op Cycles"], hottest["OffFlash AC"], hottest["NPU"]) == (100352, 101008, 101008, 15796)
+    hottest = max(layers, key=lambda layer: layer["Op Cycles"])
+    assert (hottest["MAC Count"], hottest["Op Cycles"], hottest["OffFlash AC"], hottest["NPU"]) == (
+        100352,
+        101008,
+        101008,
+        15796,
+    )
 
 
 def test_partitions_add_up_except_sram_which_is_reused():
     first = read_summary(DATA / "mnist_u55_128_summary_Ethos_U55_High_End_Embedded.csv")
-    second = {**first, "cycles_total": 1000, "cycles_npu": 400, "nn_macs": 768, "inference_time": 2e-6,
-              "sram_memory_used": 2.0, "off_chip_flash_memory_used": 1.5}
+    second = {
+        **first,
+        "cycles_total": 1000,
+        "cycles_npu": 400,
+        "nn_macs": 768,
+        "inference_time": 2e-6,
+        "sram_memory_used": 2.0,
+        "off_chip_flash_memory_used": 1.5,
+    }
     cell = aggregate([first, second])
     assert cell["partitions"] == 2
     assert cell["cycles_total"] == 139824

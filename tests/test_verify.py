@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from ethosweep.compile_spec import profile_compile_spec
-from ethosweep.datasets import load_splits
-from ethosweep.export import export_model, load_tensors
-from ethosweep.lower import load_edge, lower_to_tosa
-from ethosweep.numerics import Thresholds, judge, random_samples_needed
-from ethosweep.quantize import quantize_exported, quantize_model
-from ethosweep.train import train_model
-from ethosweep.verify import verify_numerics
+from ethosweep.compile.artifacts import load_edge, load_tensors
+from ethosweep.compile.compile_spec import profile_compile_spec
+from ethosweep.compile.datasets import load_splits
+from ethosweep.compile.export import export_model
+from ethosweep.compile.lower import lower_to_tosa
+from ethosweep.compile.quantize import quantize_exported, quantize_model
+from ethosweep.compile.train import train_model
+from ethosweep.verify.numerics import verify_numerics
+from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,32 +33,61 @@ MODEL = {"name": "mnist_digits", "file": "models/mnist.py"}
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("numerics")
-    train_model(model=MODEL, seed=0, dataset="digits", train={"epochs": 12, "lr": 0.002, "batch_size": 64},
-                weights=str(d / "weights.pt"), meta=str(d / "train.json"), base_dir=str(REPO))
-    export_model(model=MODEL, seed=0, program=str(d / "program.pt2"), inputs=str(d / "inputs.pt"),
-                 reference=str(d / "reference.pt"), meta=str(d / "export.json"), weights=str(d / "weights.pt"),
-                 base_dir=str(REPO))
+    train_model(
+        model=MODEL,
+        seed=0,
+        dataset="digits",
+        train={"epochs": 12, "lr": 0.002, "batch_size": 64},
+        weights=str(d / "weights.pt"),
+        meta=str(d / "train.json"),
+        base_dir=str(REPO),
+    )
+    export_model(
+        model=MODEL,
+        seed=0,
+        program=str(d / "program.pt2"),
+        inputs=str(d / "inputs.pt"),
+        reference=str(d / "reference.pt"),
+        meta=str(d / "export.json"),
+        weights=str(d / "weights.pt"),
+        base_dir=str(REPO),
+    )
     return d
 
 
 def lower(d: Path, name: str) -> Path:
     lowered = d / f"{name}_lowered"
-    lower_to_tosa(quantized=str(d / f"{name}.pt2"), profile="u55", template=str(lowered / "template.pte"),
-                  tosa_dir=str(lowered / "tosa"), edge=str(lowered / "edge.pt2"),
-                  delegation=str(lowered / "delegation.json"), tosa_sources=str(lowered / "tosa_sources.json"),
-                  meta=str(lowered / "lower.json"))
+    lower_to_tosa(
+        quantized=str(d / f"{name}.pt2"),
+        profile="u55",
+        template=str(lowered / "template.pte"),
+        tosa_dir=str(lowered / "tosa"),
+        edge=str(lowered / "edge.pt2"),
+        delegation=str(lowered / "delegation.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        meta=str(lowered / "lower.json"),
+    )
     return lowered
 
 
 def verify(d: Path, name: str, lowered: Path, **options) -> dict:
-    return verify_numerics(program=str(d / "program.pt2"), quantized=str(d / f"{name}.pt2"), inputs=str(d / "inputs.pt"),
-                           edge=str(lowered / "edge.pt2"), lower_meta=str(lowered / "lower.json"),
-                           tosa_sources=str(lowered / "tosa_sources.json"), report=str(d / f"{name}.json"),
-                           bundle_io=str(d / f"{name}_io.pt"), **options)
+    return verify_numerics(
+        program=str(d / "program.pt2"),
+        quantized=str(d / f"{name}.pt2"),
+        inputs=str(d / "inputs.pt"),
+        edge=str(lowered / "edge.pt2"),
+        lower_meta=str(lowered / "lower.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        report=str(d / f"{name}.json"),
+        bundle_io=str(d / f"{name}_io.pt"),
+        **options,
+    )
 
 
 def quantize_lower_verify(d: Path, name: str, calibration: list[tuple]) -> dict:
-    quantized = quantize_exported(torch.export.load(d / "program.pt2"), calibration, "int8", profile_compile_spec("u55"))
+    quantized = quantize_exported(
+        torch.export.load(d / "program.pt2"), calibration, "int8", profile_compile_spec("u55")
+    )
     torch.export.save(quantized, d / f"{name}.pt2")
     return verify(d, name, lower(d, name), dataset="digits", evaluation_samples=300)
 
@@ -80,7 +110,9 @@ def test_a_broken_quantization_is_flagged_at_the_input_quantization(exported):
     assert metrics["top1_npu"] < metrics["top1_float"] - 0.2
     # The layer where accuracy is lost is named: its SNR against float drops the most. Calibrated
     # on zeros, the input's own quantization range is wrong, so that is where it goes.
-    assert record["worst_layers"][0]["layer"] == "x (input quantization)" and record["worst_layers"][0]["snr_drop_db"] > 10
+    assert (
+        record["worst_layers"][0]["layer"] == "x (input quantization)" and record["worst_layers"][0]["snr_drop_db"] > 10
+    )
     assert (record["verdict"], record["layer"]) == ("flagged", "x (input quantization)")
     assert record["reason"].startswith("top-1 agreement with float 0.")
     assert "accuracy is lost most at x (input quantization)" in record["reason"]
@@ -88,8 +120,9 @@ def test_a_broken_quantization_is_flagged_at_the_input_quantization(exported):
 
 def test_a_corrupted_layer_in_the_tosa_is_flagged_and_located(exported):
     calibration = load_splits("digits", load_tensors(exported / "inputs.pt"), 0).calibration(100)
-    quantized = quantize_exported(torch.export.load(exported / "program.pt2"), calibration, "int8",
-                                  profile_compile_spec("u55"))
+    quantized = quantize_exported(
+        torch.export.load(exported / "program.pt2"), calibration, "int8", profile_compile_spec("u55")
+    )
     torch.export.save(quantized, exported / "corrupted.pt2")
     lowered = lower(exported, "corrupted")
     tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
@@ -102,18 +135,33 @@ def test_a_corrupted_layer_in_the_tosa_is_flagged_and_located(exported):
     assert layers["conv2d_1"]["own_steps"] > 10 and layers["conv2d_1"]["ops"] == "conv2d + relu"
     assert layers["conv2d_1"]["module"] == "conv2"
     assert (record["verdict"], record["layer"]) == ("flagged", "conv2d_1")
-    assert record["reason"].startswith(f"layer conv2d_1 (conv2d + relu, conv2) computes something else than the "
-                                       f"quantized model: {layers['conv2d_1']['own_steps']} steps off given the same "
-                                       "inputs (the layers before it within 0)")
+    assert record["reason"].startswith(
+        f"layer conv2d_1 (conv2d + relu, conv2) computes something else than the "
+        f"quantized model: {layers['conv2d_1']['own_steps']} steps off given the same "
+        "inputs (the layers before it within 0)"
+    )
 
 
 def pipeline(tmp: Path, model_file: str, name: str, **options) -> dict:
     """export -> quantize -> lower -> verify for a test model file, as the workflow runs them."""
     model = {"name": name, "file": model_file}
-    export_model(model=model, seed=0, program=str(tmp / "program.pt2"), inputs=str(tmp / "inputs.pt"),
-                 reference=str(tmp / "reference.pt"), meta=str(tmp / "export.json"), base_dir=str(REPO))
-    quantize_model(program=str(tmp / "program.pt2"), inputs=str(tmp / "inputs.pt"), scheme="int8", profile="u55",
-                   quantized=str(tmp / f"{name}.pt2"), meta=str(tmp / "quantize.json"))
+    export_model(
+        model=model,
+        seed=0,
+        program=str(tmp / "program.pt2"),
+        inputs=str(tmp / "inputs.pt"),
+        reference=str(tmp / "reference.pt"),
+        meta=str(tmp / "export.json"),
+        base_dir=str(REPO),
+    )
+    quantize_model(
+        program=str(tmp / "program.pt2"),
+        inputs=str(tmp / "inputs.pt"),
+        scheme="int8",
+        profile="u55",
+        quantized=str(tmp / f"{name}.pt2"),
+        meta=str(tmp / "quantize.json"),
+    )
     return verify(tmp, name, lower(tmp, name), **options)
 
 
@@ -123,12 +171,18 @@ def test_a_regression_model_is_judged_against_float_not_by_top1(tmp_path):
     record = pipeline(tmp_path, "tests/models/regression_two_inputs.py", "regression")
     assert record["classifier"] is False and "agreement_npu_vs_float" not in record["metrics"]
     assert record["metrics"]["max_error_steps"] <= 1  # the NPU computes what the quantized model computes
-    assert record["checks"][0] == {"name": "lowering", "verdict": "ok", "layer": "",
-                                   "detail": "NPU within 0 output step(s) of the quantized model on 17 samples"}
+    assert record["checks"][0] == {
+        "name": "lowering",
+        "verdict": "ok",
+        "layer": "",
+        "detail": "NPU within 0 output step(s) of the quantized model on 17 samples",
+    }
     assert record["metrics"]["relative_error_npu_vs_float"] > 0.15
     assert record["verdict"] == "inconclusive"
-    assert "but without a dataset the model was calibrated on its example inputs alone and evaluated on random " \
-           "inputs; and the weights look untrained" in record["reason"]
+    assert (
+        "but without a dataset the model was calibrated on its example inputs alone and evaluated on random "
+        "inputs; and the weights look untrained" in record["reason"]
+    )
     # 24 outputs a sample: 17 samples give the 400 output values the statistics rest on
     assert record["samples"] == 17 and record["sampling"].startswith("17 for 400 output values (24 per sample)")
 
@@ -149,27 +203,48 @@ def test_a_random_classifier_with_flat_logits_is_inconclusive(tmp_path):
 def test_one_argmax_flip_in_eight_samples_does_not_flag():
     """The issue that started it: 8 samples, agreement 0.875, a healthy model flagged."""
     metrics = {"samples": 8, "decidable_samples": 8, "agreement_decidable": 0.875, "max_error_steps": 0.0}
-    verdict = judge(metrics, None, Thresholds(), classifier=True, weights_untrained="", worst_layer=None, has_data=False)
+    verdict = judge(
+        metrics, None, Thresholds(), classifier=True, weights_untrained="", worst_layer=None, has_data=False
+    )
     assert verdict.verdict == "inconclusive"
-    assert "too few samples for the threshold to be reachable (8 of 8 samples" in verdict.reason and "100 are needed" in verdict.reason
+    assert (
+        "too few samples for the threshold to be reachable (8 of 8 samples" in verdict.reason
+        and "100 are needed" in verdict.reason
+    )
 
 
 def test_accumulated_rounding_is_ok_with_a_note_and_a_jump_is_flagged():
     metrics = {"samples": 8, "max_error_steps": 3.0, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
-    rounding = {"layers": [{"layer": f"conv{i}", "ops": "conv2d", "module": "", "partition": 0, "own_steps": 1,
-                            "accumulated_steps": i} for i in range(1, 4)], "problem": None}
+    rounding = {
+        "layers": [
+            {"layer": f"conv{i}", "ops": "conv2d", "module": "", "partition": 0, "own_steps": 1, "accumulated_steps": i}
+            for i in range(1, 4)
+        ],
+        "problem": None,
+    }
     verdict = judge(metrics, rounding, Thresholds(), False, "", None, False)
-    assert verdict.verdict == "ok" and verdict.reason.startswith("ok, accumulated rounding: every layer within 1 step(s)")
-    jump = {"layers": [*rounding["layers"][:2], {"layer": "add_7", "ops": "add", "module": "", "partition": 0,
-                                                 "own_steps": 12, "accumulated_steps": 12}], "problem": None}
+    assert verdict.verdict == "ok" and verdict.reason.startswith(
+        "ok, accumulated rounding: every layer within 1 step(s)"
+    )
+    jump = {
+        "layers": [
+            *rounding["layers"][:2],
+            {"layer": "add_7", "ops": "add", "module": "", "partition": 0, "own_steps": 12, "accumulated_steps": 12},
+        ],
+        "problem": None,
+    }
     verdict = judge(metrics, jump, Thresholds(), False, "", None, False)
     assert (verdict.verdict, verdict.layer) == ("flagged", "add_7")
-    assert verdict.reason.startswith("layer add_7 (add) computes something else than the quantized model: 12 steps off "
-                                     "given the same inputs (the layers before it within 2)")
+    assert verdict.reason.startswith(
+        "layer add_7 (add) computes something else than the quantized model: 12 steps off "
+        "given the same inputs (the layers before it within 2)"
+    )
 
 
 def test_sample_counts_follow_the_thresholds():
     assert random_samples_needed(8, 1000, classifier=True, thresholds=Thresholds()) == (
-        300, "300 for top-1 agreement to be judged against 0.99 (rule of three)")
+        300,
+        "300 for top-1 agreement to be judged against 0.99 (rule of three)",
+    )
     assert random_samples_needed(8, 1000, classifier=False, thresholds=Thresholds())[0] == 8
     assert random_samples_needed(8, 1, classifier=False, thresholds=Thresholds())[0] == 400

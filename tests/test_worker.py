@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep import worker
+from ethosweep.runtime import worker
 
 
 @pytest.fixture
@@ -29,7 +29,8 @@ def server(monkeypatch):
 @pytest.fixture
 def jobs(tmp_path, monkeypatch):
     """A module of job functions the worker's children import from the client's sys.path."""
-    (tmp_path / "probe_jobs.py").write_text(textwrap.dedent('''
+    (tmp_path / "probe_jobs.py").write_text(
+        textwrap.dedent("""
         import os, time
         def write(path, text):
             print("writing", path)
@@ -43,15 +44,22 @@ def jobs(tmp_path, monkeypatch):
         def slow(path):
             time.sleep(30)
             open(path, "w").write("finished")
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
 
 def request(jobs: Path, function: str, **kwargs) -> dict:
     return {
-        "ref": f"probe_jobs:{function}", "kwargs": kwargs, "log": str(jobs / f"{function}.log"),
-        "label": function, "rule": function, "threads": 1, "cwd": str(jobs), "env": {**os.environ, "PROBE": "client-env"},
+        "ref": f"probe_jobs:{function}",
+        "kwargs": kwargs,
+        "log": str(jobs / f"{function}.log"),
+        "label": function,
+        "rule": function,
+        "threads": 1,
+        "cwd": str(jobs),
+        "env": {**os.environ, "PROBE": "client-env"},
         "sys_path": [str(jobs), *sys.path],
     }
 
@@ -85,10 +93,15 @@ def test_a_crashing_job_fails_alone_and_the_worker_keeps_serving(server, jobs):
 
 def test_a_job_whose_client_goes_away_is_stopped(server, jobs):
     worker.submit(request(jobs, "write", path="warmup.txt", text="x"))  # server up
-    client = subprocess.Popen([sys.executable, "-c", (
-        "import json, sys; from ethosweep import worker; "
-        f"worker.submit(json.loads(sys.argv[1]))"), __import__("json").dumps(request(jobs, "slow", path="slow.txt"))],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            ("import json, sys; from ethosweep.runtime import worker; worker.submit(json.loads(sys.argv[1]))"),
+            __import__("json").dumps(request(jobs, "slow", path="slow.txt")),
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     time.sleep(2)
     client.send_signal(signal.SIGKILL)
     client.wait()
@@ -107,7 +120,7 @@ def test_shutdown_and_idle_timeout(server, jobs, monkeypatch):
     time.sleep(1.5)
     assert not server.exists() and worker.shutdown() is False
 
-    idle = subprocess.Popen([sys.executable, "-m", "ethosweep.worker", str(server), "1"])
+    idle = subprocess.Popen([sys.executable, "-m", "ethosweep.runtime.worker", str(server), "1"])
     assert idle.wait(timeout=20) == 0  # exits by itself after 1 s without jobs
     assert not server.exists()
 

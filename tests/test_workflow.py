@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TINY_CONFIG, U55_CELL, planned_jobs, snakemake
-from ethosweep.io import read_json
+from conftest import REPO, U55_CELL, planned_jobs, snakemake
+from ethosweep.runtime.io import read_json
 
 
 def rows(workdir: Path, board: str = "alif-e8") -> dict[tuple, dict]:
@@ -28,16 +28,30 @@ def set_config(workdir: Path, **changes) -> None:
 def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
     table = rows(tiny_sweep)
     assert set(table) == {
-        ("mnist", "ethos-u55-128", "Shared_Sram"), ("mnist", "ethos-u85-256", "Shared_Sram"),
-        ("add", "ethos-u55-128", "Shared_Sram"), ("add", "ethos-u85-256", "Shared_Sram"),
-        ("ds_cnn", "ethos-u55-128", "Shared_Sram"), ("mnist_digits", "ethos-u55-128", "Shared_Sram"),
+        ("mnist", "ethos-u55-128", "Shared_Sram"),
+        ("mnist", "ethos-u85-256", "Shared_Sram"),
+        ("add", "ethos-u55-128", "Shared_Sram"),
+        ("add", "ethos-u85-256", "Shared_Sram"),
+        ("ds_cnn", "ethos-u55-128", "Shared_Sram"),
+        ("mnist_digits", "ethos-u55-128", "Shared_Sram"),
     }
     mnist = table["mnist", "ethos-u55-128", "Shared_Sram"]
-    # The seeds' figures for this cell, as Vela 5.1.0 reported them on its own (tests/data/vela/): 1,135,872 MACs, 52,036 NPU cycles.
-    assert (mnist["status"], mnist["delegation"], mnist["vela_macs"], mnist["vela_cycles_npu"]) == ("ok", "full", "1135872", "52036")
+    # The seeds' figures for this cell, as Vela 5.1.0 reported them on its own (tests/data/vela/):
+    # 1,135,872 MACs, 52,036 NPU cycles.
+    assert (mnist["status"], mnist["delegation"], mnist["vela_macs"], mnist["vela_cycles_npu"]) == (
+        "ok",
+        "full",
+        "1135872",
+        "52036",
+    )
     assert int(mnist["vela_cycles_total"]) == 138824 and mnist["vela_inference_ms"] == "0.2776"
     assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/vela" / U55_CELL / "model.pte").stat().st_size
-    assert (mnist["torch"], mnist["executorch"], mnist["vela"], mnist["tosa_tools"]) == ("2.13.0", "1.5.1", "5.1.0", "2026.5.0")
+    assert (mnist["torch"], mnist["executorch"], mnist["vela"], mnist["tosa_tools"]) == (
+        "2.13.0",
+        "1.5.1",
+        "5.1.0",
+        "2026.5.0",
+    )
     assert (mnist["optimise"], mnist["vela_config"], mnist["seed"]) == ("Performance", "Arm/vela.ini", "0")
     # The U85 at 1 GHz with 256 MACs/cycle and weights in DRAM is faster than the U55-128 streaming from flash.
     assert int(table["mnist", "ethos-u85-256", "Shared_Sram"]["vela_cycles_total"]) < 138824 / 2
@@ -57,27 +71,37 @@ def test_a_partly_delegated_model_succeeds_and_names_what_stayed_on_the_cpu(tiny
     lowered = read_json(tiny_sweep / "results/lower/ds_cnn/int8/u55/lower.json")
     compiled = read_json(tiny_sweep / "results/vela" / cell / "compile.json")
     assert [p["tosa_sha256"] for p in compiled["partitions"]] == [p["tosa_sha256"] for p in lowered["partitions"]]
-    assert [(tiny_sweep / "results/lower/ds_cnn/int8/u55/tosa" / p["tosa"]).stat().st_size
-            for p in lowered["partitions"]] == [p["tosa_bytes"] for p in lowered["partitions"]]
+    assert [
+        (tiny_sweep / "results/lower/ds_cnn/int8/u55/tosa" / p["tosa"]).stat().st_size for p in lowered["partitions"]
+    ] == [p["tosa_bytes"] for p in lowered["partitions"]]
 
 
 def test_quantized_programs_are_per_model_scheme_and_tosa_profile(tiny_sweep):
-    quantized = sorted(p.relative_to(tiny_sweep / "results/quantize").as_posix()
-                       for p in (tiny_sweep / "results/quantize").rglob("quantized.pt2"))
-    assert quantized == ["add/int8/u55/quantized.pt2", "add/int8/u85/quantized.pt2", "ds_cnn/int8/u55/quantized.pt2",
-                         "mnist/int8/u55/quantized.pt2", "mnist/int8/u85/quantized.pt2",
-                         "mnist_digits/int8/u55/quantized.pt2"]
+    quantized = sorted(
+        p.relative_to(tiny_sweep / "results/quantize").as_posix()
+        for p in (tiny_sweep / "results/quantize").rglob("quantized.pt2")
+    )
+    assert quantized == [
+        "add/int8/u55/quantized.pt2",
+        "add/int8/u85/quantized.pt2",
+        "ds_cnn/int8/u55/quantized.pt2",
+        "mnist/int8/u55/quantized.pt2",
+        "mnist/int8/u85/quantized.pt2",
+        "mnist_digits/int8/u55/quantized.pt2",
+    ]
 
 
 def test_per_layer_report_accounts_for_every_mac(tiny_sweep):
     with open(tiny_sweep / "results/vela" / U55_CELL / "per_layer.csv", newline="") as f:
         layers = list(csv.DictReader(f))
-    assert sum(int(l["MAC Count"]) for l in layers) == 1135872
-    assert {l["partition"] for l in layers} == {"0"}
+    assert sum(int(layer["MAC Count"]) for layer in layers) == 1135872
+    assert {layer["partition"] for layer in layers} == {"0"}
 
 
 def test_every_job_has_a_log_and_a_benchmark(tiny_sweep):
-    assert (tiny_sweep / "logs/lower/mnist/int8/u55.log").read_text().startswith("ethosweep: lower_to_tosa mnist/int8/u55")
+    assert (
+        (tiny_sweep / "logs/lower/mnist/int8/u55.log").read_text().startswith("ethosweep: lower_to_tosa mnist/int8/u55")
+    )
     assert "Vela estimate: 138824 cycles total" in (tiny_sweep / "logs/vela" / f"{U55_CELL}.log").read_text()
     assert (tiny_sweep / "benchmarks/lower/mnist/int8/u55.tsv").read_text().startswith("s\th:m:s")
     for stage in ("vela", "header"):
@@ -94,26 +118,43 @@ def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     # per TOSA profile, and these profiles are lowered and verified already.
     # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with;
     # firmware: a runner plan for each new (target, system config, Sram_Only)
-    assert planned_jobs(sweep_copy) == {"compile_with_vela": 4, "write_header": 4, "bundle_program": 4,
-                                        "plan_firmware": 2,
-                                        "report_cell": 8, "report_plots": 1, "report_index": 1,
-                                        "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy) == {
+        "compile_with_vela": 4,
+        "write_header": 4,
+        "bundle_program": 4,
+        "plan_firmware": 2,
+        "report_cell": 8,
+        "report_plots": 1,
+        "report_index": 1,
+        "summarize_sweep": 1,
+        "all": 1,
+    }
     snakemake(sweep_copy)
     # The report's advice compares the memory modes of this very sweep, with their numbers.
     shared, sram_only = (rows(sweep_copy)["mnist", "ethos-u55-128", mode] for mode in ("Shared_Sram", "Sram_Only"))
     fewer = int(shared["vela_cycles_total"]) / int(sram_only["vela_cycles_total"])
     detail = (sweep_copy / "results/report/cells" / f"{U55_CELL}.html").read_text()
-    assert (f"In this sweep Sram_Only takes {int(sram_only['vela_cycles_total']):,} cycles ({fewer:.1f}× fewer), with "
-            f"{float(sram_only['vela_sram_kib']):.1f} KiB of SRAM for tensors") in detail
+    assert (
+        f"In this sweep Sram_Only takes {int(sram_only['vela_cycles_total']):,} cycles ({fewer:.1f}× fewer), with "
+        f"{float(sram_only['vela_sram_kib']):.1f} KiB of SRAM for tensors"
+    ) in detail
 
 
 def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", "ethos-u85-256", "ethos-u65-256"])
     # U65 lowers to the U55 profile's TOSA: mnist and add get a cell each, compiled by Vela from
     # the u55 lowering (ds_cnn and mnist_digits are excluded from the cross product)
-    assert planned_jobs(sweep_copy) == {"compile_with_vela": 2, "write_header": 2, "bundle_program": 2,
-                                        "plan_firmware": 1, "report_cell": 2, "report_plots": 1, "report_index": 1,
-                                        "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy) == {
+        "compile_with_vela": 2,
+        "write_header": 2,
+        "bundle_program": 2,
+        "plan_firmware": 1,
+        "report_cell": 2,
+        "report_plots": 1,
+        "report_index": 1,
+        "summarize_sweep": 1,
+        "all": 1,
+    }
     snakemake(sweep_copy)
     # The U65 cells were compiled from the U55 profile's quantized program and lowering.
     lowered = read_json(sweep_copy / "results/lower/mnist/int8/u55/lower.json")
@@ -129,24 +170,47 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
     with open(sweep_copy / "models" / "mnist.py", "a") as f:
         f.write("\n# edited\n")
     assert planned_jobs(sweep_copy) == {
-        "train_model": 1, "export_model": 2, "quantize_model": 3, "lower_to_tosa": 3, "verify_numerics": 3,
-        "compile_with_vela": 3, "write_header": 3, "bundle_program": 3, "bundle_deployment": 2 * 2, "report_cell": 3,
-        "plan_firmware": 2, "lower_cpu": 2, "summarize_cpu": 1,
-        "report_plots": 1, "report_index": 1, "summarize_sweep": 1, "all": 1,
+        "train_model": 1,
+        "export_model": 2,
+        "quantize_model": 3,
+        "lower_to_tosa": 3,
+        "verify_numerics": 3,
+        "compile_with_vela": 3,
+        "write_header": 3,
+        "bundle_program": 3,
+        "bundle_deployment": 2 * 2,
+        "report_cell": 3,
+        "plan_firmware": 2,
+        "lower_cpu": 2,
+        "summarize_cpu": 1,
+        "report_plots": 1,
+        "report_index": 1,
+        "summarize_sweep": 1,
+        "all": 1,
     }
 
 
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
     # only the U85 cells' Vela runs (and what follows): the u85 lowering is not redone
-    assert planned_jobs(sweep_copy) == {"compile_with_vela": 2, "write_header": 2, "bundle_program": 2,
-                                        "plan_firmware": 1, "report_cell": 2, "report_plots": 1, "report_index": 1,
-                                        "summarize_sweep": 1, "all": 1}
+    assert planned_jobs(sweep_copy) == {
+        "compile_with_vela": 2,
+        "write_header": 2,
+        "bundle_program": 2,
+        "plan_firmware": 1,
+        "report_cell": 2,
+        "report_plots": 1,
+        "report_index": 1,
+        "summarize_sweep": 1,
+        "all": 1,
+    }
     snakemake(sweep_copy)
     table = rows(sweep_copy)
     assert table["mnist", "ethos-u85-256", "Shared_Sram"]["optimise"] == "Size"
     assert table["mnist", "ethos-u55-128", "Shared_Sram"]["vela_cycles_total"] == "138824"  # untouched
-    compiled = read_json(sweep_copy / "results/vela/mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Shared_Sram/compile.json")
+    compiled = read_json(
+        sweep_copy / "results/vela/mnist/int8/ethos-u85-256/Ethos_U85_SYS_DRAM_Mid/Shared_Sram/compile.json"
+    )
     assert "--optimise=Size" in compiled["vela_flags"]
     assert planned_jobs(sweep_copy) == {}
 
@@ -157,11 +221,17 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     shutil.copytree(REPO / "src" / "ethosweep", package / "ethosweep", ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(package)}
     assert planned_jobs(sweep_copy, env=env) == {}
-    with open(package / "ethosweep" / "header.py", "a") as f:
+    with open(package / "ethosweep" / "deploy" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
     # the headers, and the deployment bundles that carry them (4 U55 cells on 2 boards)
-    assert planned_jobs(sweep_copy, env=env) == {"write_header": 6, "bundle_deployment": 8, "summarize_sweep": 1,
-                                                 "report_plots": 1, "report_index": 1, "all": 1}
+    assert planned_jobs(sweep_copy, env=env) == {
+        "write_header": 6,
+        "bundle_deployment": 8,
+        "summarize_sweep": 1,
+        "report_plots": 1,
+        "report_index": 1,
+        "all": 1,
+    }
 
 
 def test_lint_is_clean():
@@ -186,7 +256,7 @@ def test_every_cell_is_verified_against_its_own_tosa(tiny_sweep):
         assert row["numerics"] == "ok", row
         assert float(row["max_error_steps"]) <= 1
     # without a dataset: the example inputs plus random ones, as many as 400 output values need
-    # (ethosweep.numerics: 10 outputs a sample, 40 samples), and no accuracy
+    # (ethosweep.verify.verdicts: 10 outputs a sample, 40 samples), and no accuracy
     mnist = rows(tiny_sweep)["mnist", "ethos-u85-256", "Shared_Sram"]
     assert mnist["data"].startswith("the example inputs and 39 random inputs") and mnist["top1_float"] == ""
 
@@ -195,7 +265,9 @@ def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
     from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
 
     cell = "mnist_digits/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
-    bundled = deserialize_from_flatbuffer_to_bundled_program((tiny_sweep / "results/bundle" / cell / "model.bpte").read_bytes())
+    bundled = deserialize_from_flatbuffer_to_bundled_program(
+        (tiny_sweep / "results/bundle" / cell / "model.bpte").read_bytes()
+    )
     (suite,) = bundled.method_test_suites
     assert suite.method_name == "forward" and len(suite.test_cases) == 4
     data = __import__("torch").load(tiny_sweep / "results/verify/mnist_digits/int8/u55/bundle_io.pt", weights_only=True)
@@ -224,18 +296,23 @@ def test_boards_get_a_fit_verdict_with_margins_on_real_numbers(tiny_sweep):
 
 def test_deployment_bundles_hold_what_goes_on_the_board(tiny_sweep):
     bundle = tiny_sweep / "results/deploy/alif-e8" / U55_CELL
-    assert (bundle / "model_pte.h").read_bytes() == (tiny_sweep / "results/header" / U55_CELL / "model_pte.h").read_bytes()
+    assert (bundle / "model_pte.h").read_bytes() == (
+        tiny_sweep / "results/header" / U55_CELL / "model_pte.h"
+    ).read_bytes()
     cmake = (bundle / "ethosweep.cmake").read_text()
     assert 'set(ETHOSU_TARGET_NPU_CONFIG "ethos-u55-128"' in cmake and 'set(MEMORY_MODE "Shared_Sram"' in cmake
     readme = (bundle / "README.md").read_text()
     assert "**Fit: fits**" in readme and "Seed 000's steps" in readme
-    assert rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]["deploy"] == f"results/deploy/alif-e8/{U55_CELL}"
+    assert (
+        rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]["deploy"]
+        == f"results/deploy/alif-e8/{U55_CELL}"
+    )
 
 
 def test_a_real_lowering_discrepancy_is_flagged_in_the_summary_with_its_layer(sweep_copy):
     """Half of conv2's weights negated in mnist_digits' TOSA, both in what the cells compile and in
     what the verify stage runs: the summary row says flagged, and where."""
-    from ethosweep.lower import load_edge
+    from ethosweep.compile.artifacts import load_edge
     from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
     lowered = sweep_copy / "results/lower/mnist_digits/int8/u55"
@@ -245,14 +322,15 @@ def test_a_real_lowering_discrepancy_is_flagged_in_the_summary_with_its_layer(sw
     snakemake(sweep_copy)
     row = rows(sweep_copy)["mnist_digits", "ethos-u55-128", "Shared_Sram"]
     assert (row["status"], row["numerics"], row["numerics_layer"]) == ("ok", "flagged", "conv2d_1")
-    assert row["numerics_reason"].startswith("layer conv2d_1 (conv2d + relu, conv2) computes something else than the "
-                                             "quantized model:")
+    assert row["numerics_reason"].startswith(
+        "layer conv2d_1 (conv2d + relu, conv2) computes something else than the quantized model:"
+    )
     assert float(row["top1_npu"]) < float(row["top1_quantized"])
     assert all(r["numerics"] == "ok" for key, r in rows(sweep_copy).items() if key[0] != "mnist_digits")
 
 
 def test_a_cell_compiled_from_another_tosa_than_the_verified_one_is_unverified(sweep_copy):
-    from ethosweep.lower import load_edge
+    from ethosweep.compile.artifacts import load_edge
     from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
     lowered = sweep_copy / "results/lower/mnist/int8/u55"

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ethosweep.config import InputSpec, ModelSpec
-from ethosweep.zoo import ModelError, load_model, make_inputs
+from ethosweep.compile.zoo import ModelError, load_model, make_inputs
+from ethosweep.matrix.models import InputSpec, ModelSpec
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -22,8 +22,11 @@ def test_model_file_loads_with_its_inputs_and_seeded_weights():
 
 
 def test_import_model_is_seeded_and_gets_inputs_in_range():
-    spec = ModelSpec(name="ae", import_path="executorch.examples.models.mlperf_tiny:DeepAutoEncoder",
-                     inputs=(InputSpec((1, 640), "float32", -1.0, 1.0),))
+    spec = ModelSpec(
+        name="ae",
+        import_path="executorch.examples.models.mlperf_tiny:DeepAutoEncoder",
+        inputs=(InputSpec((1, 640), "float32", -1.0, 1.0),),
+    )
     a, inputs = load_model(spec, seed=3)
     b, _ = load_model(spec, seed=3)
     c, _ = load_model(spec, seed=4)
@@ -56,7 +59,10 @@ def test_broken_model_files_say_what_is_wrong(file, message):
 @pytest.mark.parametrize(
     "path, message",
     [
-        ("no_such_package.models:Net", "model 'bad' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'"),
+        (
+            "no_such_package.models:Net",
+            "model 'bad' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'",
+        ),
         ("torchvision.models:no_such_net", "module torchvision.models has no attribute 'no_such_net'"),
     ],
 )

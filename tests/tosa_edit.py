@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ethosweep.io import read_json, write_json
+from ethosweep.runtime.io import read_json, write_json
 
 
 def negate_first_conv2d_weights(tosa: bytes) -> tuple[bytes, str]:
@@ -58,7 +58,7 @@ def replace_partition_tosa(lowered: Path, tosa: bytes, template: bool = True, ed
     if template:
         from executorch.exir._serialize._program import deserialize_pte_binary
 
-        from ethosweep.vela import assemble_pte
+        from ethosweep.vela.compile import assemble_pte
 
         data = (lowered / "template.pte").read_bytes()
         delegate = deserialize_pte_binary(data).program.execution_plan[0].delegates[0]
@@ -70,7 +70,7 @@ def replace_partition_tosa(lowered: Path, tosa: bytes, template: bool = True, ed
     if edge:
         from executorch.exir.serde.serialize import save
 
-        from ethosweep.lower import load_edge
+        from ethosweep.compile.artifacts import load_edge
 
         program = load_edge(lowered / "edge.pt2")
         program.graph_module.lowered_module_0._processed_bytes = tosa

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ethosweep.provenance import TOOLS
-from ethosweep.summary import read_summary_csv
+from ethosweep.results.table import number, read_summary_csv
+from ethosweep.runtime.provenance import TOOLS
 
 KEY = ("model", "quantization", "target", "system_config", "memory_mode", "board")
 COMPARED = (
@@ -27,13 +27,6 @@ COMPARED = (
 )
 
 
-def _num(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
     """Per-cell deltas between two summaries (B relative to A)."""
     a = {tuple(r.get(k, "") for k in KEY): r for r in a_rows}
@@ -42,25 +35,35 @@ def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
     for key in [k for k in a if k in b]:
         deltas = {}
         for column, label in COMPARED:
-            x, y = _num(a[key].get(column)), _num(b[key].get(column))
+            x, y = number(a[key].get(column), None), number(b[key].get(column), None)
             if x != y and not (x is None and y is None):
                 deltas[label] = (x, y)
         if a[key].get("status") != b[key].get("status"):
             deltas["status"] = (a[key].get("status"), b[key].get("status"))
         if deltas:
             changed.append((key, deltas))
-    versions = {tool: (a_rows[0].get(tool), b_rows[0].get(tool)) for tool in [*TOOLS, "ethosweep"]
-                if a_rows and b_rows and a_rows[0].get(tool) != b_rows[0].get(tool)}
-    return {"changed": changed, "only_a": [k for k in a if k not in b], "only_b": [k for k in b if k not in a],
-            "same": sum(1 for k in a if k in b) - len(changed), "versions": versions}
+    versions = {
+        tool: (a_rows[0].get(tool), b_rows[0].get(tool))
+        for tool in [*TOOLS, "ethosweep"]
+        if a_rows and b_rows and a_rows[0].get(tool) != b_rows[0].get(tool)
+    }
+    return {
+        "changed": changed,
+        "only_a": [k for k in a if k not in b],
+        "only_b": [k for k in b if k not in a],
+        "same": sum(1 for k in a if k in b) - len(changed),
+        "versions": versions,
+    }
 
 
 def format_comparison(result: dict, a_name: str, b_name: str) -> str:
     lines = [f"comparing {b_name} against {a_name}"]
     for tool, (x, y) in result["versions"].items():
         lines.append(f"  version: {tool} {x} -> {y}")
-    lines.append(f"  {result['same']} cells unchanged, {len(result['changed'])} changed, "
-                 f"{len(result['only_a'])} only in A, {len(result['only_b'])} only in B")
+    lines.append(
+        f"  {result['same']} cells unchanged, {len(result['changed'])} changed, "
+        f"{len(result['only_a'])} only in A, {len(result['only_b'])} only in B"
+    )
     for key, deltas in result["changed"]:
         cell = " / ".join(k for k in key if k)
         parts = []
@@ -77,7 +80,9 @@ def format_comparison(result: dict, a_name: str, b_name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ethosweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="ethosweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     cmp_parser = commands.add_parser("compare", help="per-cell deltas between two results/summary.csv files")
     cmp_parser.add_argument("a", help="the reference summary.csv")
@@ -98,7 +103,7 @@ def check_sdk(config_path: str) -> int:
 
     import yaml
 
-    from ethosweep.sdk import format_status, probe
+    from ethosweep.firmware.sdk import format_status, probe
 
     config = yaml.safe_load(Path(config_path).read_text()) or {}
     status = probe(config.get("sdk"))

@@ -8,7 +8,7 @@ hundreds of short jobs; Snakemake's default output prints ~15 lines for each. Th
   failures so far;
 - elsewhere (a CI log, a pipe), the same line when a stage starts and at every tenth of the jobs;
 - every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
-  line the moment it fails (ethosweep.jobs); that goes straight to the terminal.
+  line the moment it fails (ethosweep.runtime.jobs); that goes straight to the terminal.
 
 The end-of-run table is printed by the workflow (onsuccess/onerror), as before. Dry runs and
 `--verbose` get Snakemake's own output in full: `uv run snakemake --cores 8 --verbose` shows every
@@ -18,6 +18,7 @@ job block again.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,10 +30,28 @@ from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
 
 # The rule that finishes a cell: its count is the "cells compiled" figure.
 CELL_RULE = "compile_with_vela"
-# Messages of Snakemake's that say how the run ended: kept.
-ENDINGS = ("Nothing to be done", "Complete log", "Elapsed time", "Exiting because a job execution failed",
-           "Will exit after finishing currently running jobs", "Terminating processes on user request",
-           "Shutting down")
+# Snakemake's per-job and per-run bookkeeping: what the progress line replaces. Every other
+# message (warnings, errors, "Nothing to be done", "Unlocked working directory", an executor's
+# "submitted with SLURM jobid ...", the report's path) is printed as Snakemake prints it.
+QUIET_EVENTS = {
+    "JOB_INFO",
+    "JOB_STARTED",
+    "JOB_FINISHED",
+    "PROGRESS",
+    "RUN_INFO",
+    "SHELLCMD",
+    "GROUP_INFO",
+    "RESOURCES_INFO",
+    "DEBUG_DAG",
+    "RULEGRAPH",
+    "WORKFLOW_STARTED",
+}
+NOISE = re.compile(
+    r"^(Assuming unrestricted shared filesystem|host: |Building DAG of jobs|Using shell: |Provided cores: |"
+    r"Provided resources: |Rules claiming more threads|Select jobs to execute|Execute \d+ jobs|Finished jobid: |"
+    r"Job stats:|Conda environments: |Waiting for more resources|Removing temporary output|Touching output file|"
+    r"\[\w{3} \w{3} +\d+ )"
+)
 
 
 @dataclass
@@ -65,8 +84,9 @@ class LogHandler(LogHandlerBase):
 
         settings = self.common_settings
         self.full = bool(settings.verbose or settings.dryrun)
-        self.default_filter = DefaultFilter(settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun,
-                                            settings.printshellcmds)
+        self.default_filter = DefaultFilter(
+            settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds
+        )
         self.formatter_ = DefaultFormatter(settings.quiet, settings.show_failed_logs)
         self.stream = sys.stderr
         self.tty = self.stream.isatty()
@@ -113,14 +133,16 @@ class LogHandler(LogHandlerBase):
 
     # ---- the compact display ----
     def _compact(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "event", None)
+        from snakemake.logging import get_event
+
+        event = get_event(record)
         p = self.progress
         if event == LogEvent.JOB_INFO:
             rule = record.rule_name
             p.rule_of_job[record.jobid] = rule
             p.running[rule] += 1
             p.planned[rule] += 1
-            if rule not in p.stages_seen:
+            if rule not in p.stages_seen and p.total:
                 p.stages_seen.append(rule)
                 self._milestone()
             else:
@@ -144,10 +166,14 @@ class LogHandler(LogHandlerBase):
             if rule is not None and p.running[rule] > 0:
                 p.running[rule] -= 1
             self._status()
+        elif getattr(event, "name", "") in QUIET_EVENTS:
+            return
         elif record.levelno >= logging.WARNING or event == LogEvent.ERROR:
             self._print(self.formatter_.format(record))
-        elif isinstance(record.msg, str) and record.msg.startswith(ENDINGS):
-            self._print(record.getMessage())
+        else:
+            message = record.getMessage() if isinstance(record.msg, str) else ""
+            if message.strip() and not NOISE.match(message.strip()):
+                self._print(self.formatter_.format(record))
 
     def _milestone(self) -> None:
         """A line that stays: on a terminal it replaces the status line, elsewhere it is the output."""

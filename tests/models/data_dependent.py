@@ -1,4 +1,5 @@
 """A model torch.export cannot trace: Python control flow on tensor values."""
+
 import torch
 
 

@@ -2,6 +2,7 @@
 logits are nearly flat: a common offset (the bias) sets the output's quantization range, which
 always includes 0, and the classes differ by far less than one step of it. Top-1 agreement with
 float cannot mean anything then; random-weight networks with BatchNorm behave alike."""
+
 import torch
 
 torch.manual_seed(0)

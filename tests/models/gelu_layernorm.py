@@ -1,5 +1,6 @@
 """GELU and LayerNorm: with ExecuTorch 1.5.1 both lower to the NPU, Ethos-U55 included
 (GELU through a lookup table, LayerNorm decomposed), so this model is fully delegated."""
+
 import torch
 
 torch.manual_seed(0)

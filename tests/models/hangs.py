@@ -1,4 +1,5 @@
 """A model whose forward() never returns (a hang): only the job's wall-clock limit ends it."""
+
 import time
 
 import torch

@@ -1,5 +1,6 @@
 """A model whose forward() gets its process killed with SIGKILL, as the kernel's
 out-of-memory killer (or a cluster's memory limit) would kill it."""
+
 import os
 import signal
 

@@ -1,5 +1,6 @@
 """A regression model with two inputs and 24 outputs (seeded random weights): not a classifier,
 so its numerics are judged by cosine and relative error against float, never by top-1."""
+
 import torch
 
 torch.manual_seed(0)

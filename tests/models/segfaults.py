@@ -1,5 +1,6 @@
 """A model whose forward() crashes its process in native code (a null pointer read): the
 export stage's process dies from SIGSEGV, as it would in a broken native extension."""
+
 import ctypes
 
 import torch

@@ -1,5 +1,5 @@
 # Helpers shared by the rules: config validation, the matrix, input functions.
-# The matrix is built once, here, by ethosweep.config; nothing below imports torch,
+# The matrix is built once, here, by ethosweep.matrix.config; nothing below imports torch,
 # so parsing the workflow (and a no-op run) stays fast.
 import os
 import re
@@ -9,23 +9,21 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from ethosweep import summary as ethosweep_summary
-from ethosweep import targets as ethosweep_targets
-from ethosweep.codeversion import code_version
-from ethosweep.cpu_summary import format_cpu_lines
-from ethosweep.config import ConfigError, build_sweep, dataset_files, schema_error
-from ethosweep.io import read_json
-from ethosweep.sdk import format_status as format_sdk_status
-from ethosweep.sdk import probe as probe_sdk
-
+from ethosweep.results import summary as ethosweep_summary
+from ethosweep.results.table import read_summary_csv
+from ethosweep.matrix import targets as ethosweep_targets
+from ethosweep.runtime.codeversion import code_version
+from ethosweep.results.cpu_summary import format_cpu_lines
+from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files, schema_error
+from ethosweep.runtime.io import read_json
+from ethosweep.firmware.sdk import format_status as format_sdk_status
+from ethosweep.firmware.sdk import probe as probe_sdk
 
 # Jobs import the ethosweep package. uv installs it into the project's venv; with
 # `--sdm conda` (envs/ethosweep.yaml) it comes from here. Appended, so an
 # environment's own copy wins. (Set, not required: no `envvars:` declaration.)
 os.environ.update(
-    PYTHONPATH=os.pathsep.join(
-        p for p in (os.environ.get("PYTHONPATH"), str(Path(workflow.basedir) / "src")) if p
-    )
+    PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(Path(workflow.basedir) / "src")) if p)
 )
 
 try:
@@ -43,8 +41,11 @@ print(SWEEP.describe(), file=sys.stderr)
 SDK = probe_sdk(config.get("sdk"))
 if not SDK.firmware_ready():
     missing = ", ".join(c.name for c in SDK.firmware_missing())
-    print(f"ethosweep: firmware and FVP runs not configured (missing: {missing}); "
-          "the summary says what each cell lacks, `uv run ethosweep check-sdk` how to get it", file=sys.stderr)
+    print(
+        f"ethosweep: firmware and FVP runs not configured (missing: {missing}); "
+        "the summary says what each cell lacks, `uv run ethosweep check-sdk` how to get it",
+        file=sys.stderr,
+    )
 if SWEEP.cpu_cells:
     print(f"ethosweep: CPU-only cells: firmware {SDK.cpu_firmware_line()}; QEMU {SDK.qemu_line()}", file=sys.stderr)
 
@@ -139,7 +140,7 @@ def model_dataset_files(wildcards):
 
 
 def model_classifier(wildcards):
-    """`classifier:` from the model's config: None lets labelled data decide (ethosweep.numerics)."""
+    """`classifier:` from the model's config: None lets labelled data decide (ethosweep.verify.verdicts)."""
     return SWEEP.models[wildcards.model].classifier
 
 
@@ -167,8 +168,9 @@ def of_profile(pattern):
     """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
 
     def path(wildcards):
-        return pattern.format(model=wildcards.model, quant=wildcards.quant,
-                              tosa_profile=ethosweep_targets.tosa_profile(wildcards.target))
+        return pattern.format(
+            model=wildcards.model, quant=wildcards.quant, tosa_profile=ethosweep_targets.tosa_profile(wildcards.target)
+        )
 
     return path
 
@@ -200,8 +202,13 @@ def cell_params(wildcards):
 def _siblings(wildcards):
     """The other memory modes of this cell's model, scheme, target and system config."""
     cell = cell_of(wildcards)
-    return [c for c in SWEEP.cells_of(model=cell.model, quant=cell.quant, target=cell.target,
-                                      system_config=cell.system_config) if c.memory_mode != cell.memory_mode]
+    return [
+        c
+        for c in SWEEP.cells_of(
+            model=cell.model, quant=cell.quant, target=cell.target, system_config=cell.system_config
+        )
+        if c.memory_mode != cell.memory_mode
+    ]
 
 
 def sibling_vela_summaries(wildcards):
@@ -213,9 +220,11 @@ def sibling_memory_modes(wildcards):
 
 
 def header_symbol(wildcards):
-    from ethosweep.header import symbol_for
+    from ethosweep.deploy.header import symbol_for
 
-    return symbol_for(wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode)
+    return symbol_for(
+        wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode
+    )
 
 
 # ---- targets and end-of-run reporting ----------------------------------------
@@ -283,8 +292,9 @@ RUNNER = "{target}/{system_config}/{memory_mode}"
 
 
 def runner_cells(wildcards):
-    return SWEEP.cells_of(target=wildcards.target, system_config=wildcards.system_config,
-                          memory_mode=wildcards.memory_mode)
+    return SWEEP.cells_of(
+        target=wildcards.target, system_config=wildcards.system_config, memory_mode=wildcards.memory_mode
+    )
 
 
 def runner_cell_paths(pattern):
@@ -311,7 +321,7 @@ def fvp_cells():
 
 def print_summary_table():
     if Path(SUMMARY).exists():
-        rows = ethosweep_summary.read_summary_csv(SUMMARY)
+        rows = read_summary_csv(SUMMARY)
         table = ethosweep_summary.format_table(rows)
         print(f"\n{table}\n\nFull table: {SUMMARY}", file=sys.stderr)
     cpu_lines = format_cpu_lines(CPU_SUMMARY) if SWEEP.cpu_cells else ""
@@ -320,8 +330,8 @@ def print_summary_table():
 
 
 def stop_warm_worker():
-    """The run is over: let the warm worker (ethosweep.worker) exit now, not after its idle timeout."""
-    from ethosweep import worker
+    """The run is over: let the warm worker (ethosweep.runtime.worker) exit now, not after its idle timeout."""
+    from ethosweep.runtime import worker
 
     worker.shutdown()
 
@@ -362,11 +372,17 @@ def summarize_after_failure():
             rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs))
     ethosweep_summary.write_summary(rows, SUMMARY)
     if SWEEP.cpu_cells:
-        from ethosweep import cpu_summary
+        from ethosweep.results import cpu_summary
 
-        cpu_rows = [cpu_summary.row_after_failure({"model": c.model, "quant": c.quant, "cpu": c.cpu},
-                                                  SDK.cpu_firmware_ready(), cpu_qemu_ready(),
-                                                  SDK.cpu_firmware_line(), SDK.qemu_line())
-                    for c in SWEEP.cpu_cells]
+        cpu_rows = [
+            cpu_summary.row_after_failure(
+                {"model": c.model, "quant": c.quant, "cpu": c.cpu},
+                SDK.cpu_firmware_ready(),
+                cpu_qemu_ready(),
+                SDK.cpu_firmware_line(),
+                SDK.qemu_line(),
+            )
+            for c in SWEEP.cpu_cells
+        ]
         cpu_summary.write_cpu_summary(cpu_rows, CPU_SUMMARY)
     print_summary_table()

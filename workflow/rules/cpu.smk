@@ -20,16 +20,16 @@ rule lower_cpu:
         f"logs/cpu/{CPU_CELL}/lower.log",
     benchmark:
         f"benchmarks/cpu/{CPU_CELL}/lower.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
-        code=code_version("ethosweep.cortex_m"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.compile.cortex_m"),
     script:
         "../scripts/lower_cpu.py"
 
@@ -44,16 +44,17 @@ rule build_executorch_cpu:
         "logs/firmware/executorch/{cpu}.log",
     benchmark:
         "benchmarks/firmware/executorch/{cpu}.tsv"
-    params:
-        executorch_src=SDK.components["executorch_src"].path,
-        cmsis_nn=sdk_path("cmsis_nn_src"),
-    # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
-    # without --cores, such as --unlock and --report, must still parse)
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 8
     resources:
         mem_mb=4000,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        executorch_src=SDK.components["executorch_src"].path,
+        cmsis_nn=sdk_path("cmsis_nn_src"),
+        # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
+        # without --cores, such as --unlock and --report, must still parse)
+        code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/build_executorch_cpu.py"
 
@@ -70,14 +71,14 @@ rule build_cpu_runner:
         f"logs/cpu/{CPU_CELL}/firmware.log",
     benchmark:
         f"benchmarks/cpu/{CPU_CELL}/firmware.tsv"
-    params:
-        executorch_src=SDK.components["executorch_src"].path,
-        code=code_version("ethosweep.cpu_firmware"),
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         mem_mb=1500,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        executorch_src=SDK.components["executorch_src"].path,
+        code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/build_cpu_runner.py"
 
@@ -95,16 +96,17 @@ rule run_qemu:
         f"logs/cpu/{CPU_CELL}/qemu.log",
     benchmark:
         f"benchmarks/cpu/{CPU_CELL}/qemu.tsv"
-    params:
-        qemu=SDK.components["qemu"].path,
-        timelimit=config.get("sdk", {}).get("qemu_timelimit", 300),
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         # `--resources qemu=N` bounds the emulators running at once
         qemu=1,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        qemu=SDK.components["qemu"].path,
+        timelimit=config.get("sdk", {}).get("qemu_timelimit", 300),
+        code=code_version("ethosweep.firmware.qemu"),
     script:
         "../scripts/run_qemu.py"
 
@@ -118,13 +120,13 @@ rule summarize_cpu:
         summary=CPU_SUMMARY,
     log:
         "logs/cpu/summary.log",
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
     params:
         cells=[{"model": c.model, "quant": c.quant, "cpu": c.cpu} for c in SWEEP.cpu_cells],
         firmware_state=SDK.cpu_firmware_line(),
         qemu_state=SDK.qemu_line(),
-        code=code_version("ethosweep.cpu_summary"),
-    localrule: True
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.results.cpu_summary"),
     script:
         "../scripts/summarize_cpu.py"

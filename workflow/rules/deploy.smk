@@ -11,15 +11,15 @@ rule bundle_deployment:
         f"logs/deploy/{{board}}/{CELL}.log",
     benchmark:
         f"benchmarks/deploy/{{board}}/{CELL}.tsv"
-    params:
-        board=board_params,
-        cell=cell_params,
-        code=code_version("ethosweep.deploy"),
-    threads: 1
-    resources:
-        mem_mb=500,
     localrule: True
     conda:
         "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+    params:
+        board=board_params,
+        cell=cell_params,
+        code=code_version("ethosweep.deploy.deploy"),
     script:
         "../scripts/deploy.py"

@@ -11,15 +11,15 @@ rule export_model:
         "logs/export/{model}.log",
     benchmark:
         "benchmarks/export/{model}.tsv"
-    params:
-        model=model_params,
-        seed=SWEEP.seed,
-        code=code_version("ethosweep.export"),
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         # torch + ExecuTorch in one process: ~1 GiB for MobileNetV2-sized models
         mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        model=model_params,
+        seed=SWEEP.seed,
+        code=code_version("ethosweep.compile.export"),
     script:
         "../scripts/export.py"

@@ -1,19 +1,20 @@
 # Firmware and simulator: one semihosting runner per (target, system config, memory mode),
 # its pools sized from the .pte of every cell it serves, then each cell on the Corstone FVP.
 # The plan is written everywhere; build and run jobs exist only where SDK.firmware_ready()
-# and the FVP are found (ethosweep.sdk), and the summary says per cell what is missing.
+# and the FVP are found (ethosweep.firmware.sdk), and the summary says per cell what is missing.
 rule check_sdk:
     output:
         check="results/firmware/sdk.json",
     log:
         "logs/firmware/check_sdk.log",
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
     params:
         # found at parse time (filesystem and PATH): a part appearing or going reruns this
         sdk=SDK.as_json(),
         text=format_sdk_status(SDK),
-    localrule: True
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.firmware.sdk"),
     script:
         "../scripts/check_sdk.py"
 
@@ -30,16 +31,16 @@ rule plan_firmware:
         f"logs/firmware/{RUNNER}/plan.log",
     benchmark:
         f"benchmarks/firmware/{RUNNER}/plan.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=1500,
     params:
         cells=lambda wildcards: [c.id for c in runner_cells(wildcards)],
         sdk_config=config.get("sdk", {}),
         bundleio=numerics("bundleio"),
-        code=code_version("ethosweep.firmware"),
-    threads: 1
-    resources:
-        mem_mb=1500,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/plan_firmware.py"
 
@@ -54,11 +55,13 @@ rule build_firmware:
         f"logs/firmware/{RUNNER}/build.log",
     benchmark:
         f"benchmarks/firmware/{RUNNER}/build.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 2
     resources:
         mem_mb=3000,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/build_firmware.py"
 
@@ -75,15 +78,16 @@ rule run_fvp:
         f"logs/run/{CELL}.log",
     benchmark:
         f"benchmarks/run/{CELL}.tsv"
-    params:
-        timelimit=config.get("sdk", {}).get("fvp_timelimit", 600),
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         # `--resources fvp=N` bounds the simulators running at once
         fvp=1,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        timelimit=config.get("sdk", {}).get("fvp_timelimit", 600),
+        code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/run_fvp.py"
 
@@ -104,16 +108,16 @@ rule link_npu_runner:
         f"logs/firmware/cells/{CELL}.log",
     benchmark:
         f"benchmarks/firmware/cells/{CELL}.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=1500,
     params:
         cell=lambda wildcards: cell_of(wildcards).id,
         executorch_src=SDK.components["executorch_src"].path,
         driver=SDK.components["ethos_u_driver"].path,
         cmsis=SDK.components["cmsis"].path,
-        code=code_version("ethosweep.cpu_firmware"),
-    threads: 1
-    resources:
-        mem_mb=1500,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/link_npu_runner.py"

@@ -8,16 +8,16 @@ rule write_header:
         f"logs/header/{CELL}.log",
     benchmark:
         f"benchmarks/header/{CELL}.tsv"
-    params:
-        symbol=header_symbol,
-        code=code_version("ethosweep.header"),
     # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         mem_mb=500,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        symbol=header_symbol,
+        code=code_version("ethosweep.deploy.header"),
     script:
         "../scripts/header.py"

@@ -1,6 +1,6 @@
 # One lowering per model, scheme and TOSA profile (u55: Ethos-U55 and -U65, u85: Ethos-U85),
 # shared by every cell with that profile: the partitioning and the TOSA do not depend on the
-# cell (see ethosweep/lower.py). Per cell only Vela and the .pte's assembly remain (vela.smk).
+# cell (see ethosweep/compile/lower.py). Per cell only Vela and the .pte's assembly remain (vela.smk).
 rule lower_to_tosa:
     input:
         quantized=f"results/quantize/{PROFILE}/quantized.pt2",
@@ -15,13 +15,13 @@ rule lower_to_tosa:
         f"logs/lower/{PROFILE}.log",
     benchmark:
         f"benchmarks/lower/{PROFILE}.tsv"
-    params:
-        code=code_version("ethosweep.lower"),
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident
         mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        code=code_version("ethosweep.compile.lower"),
     script:
         "../scripts/lower.py"

@@ -1,5 +1,5 @@
 # One quantized program per model, scheme and TOSA profile (u55: Ethos-U55 and -U65,
-# u85: Ethos-U85), shared by every cell with that profile: see ethosweep/quantize.py.
+# u85: Ethos-U85), shared by every cell with that profile: see ethosweep/compile/quantize.py.
 rule quantize_model:
     input:
         program="results/export/{model}/program.pt2",
@@ -12,15 +12,15 @@ rule quantize_model:
         "logs/quantize/{model}/{quant}/{tosa_profile}.log",
     benchmark:
         "benchmarks/quantize/{model}/{quant}/{tosa_profile}.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
-        code=code_version("ethosweep.quantize"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.compile.quantize"),
     script:
         "../scripts/quantize.py"

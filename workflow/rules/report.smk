@@ -25,13 +25,13 @@ rule report_cell:
         f"logs/report/cells/{CELL}.log",
     benchmark:
         f"benchmarks/report/cells/{CELL}.tsv"
-    params:
-        cell=cell_params,
-        sibling_modes=sibling_memory_modes,
-        code=code_version("ethosweep.report"),
     localrule: True
     conda:
         "../../envs/ethosweep.yaml"
+    params:
+        cell=cell_params,
+        sibling_modes=sibling_memory_modes,
+        code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_cell.py"
 
@@ -40,20 +40,37 @@ rule report_plots:
     input:
         summary=SUMMARY,
     output:
-        cycles=report("results/report/cycles.svg", caption="../report/cycles.rst", category="Overview", labels={"figure": "inference time"}),
-        fit=report("results/report/fit.svg", caption="../report/fit.rst", category="Overview", labels={"figure": "board fit"}),
-        roofline=report("results/report/roofline.svg", caption="../report/roofline.rst", category="Overview", labels={"figure": "NPU utilisation"}),
-        pareto=report("results/report/pareto.svg", caption="../report/pareto.rst", category="Overview", labels={"figure": "Pareto"}),
+        cycles=report(
+            "results/report/cycles.svg",
+            caption="../report/cycles.rst",
+            category="Overview",
+            labels={"figure": "inference time"},
+        ),
+        fit=report(
+            "results/report/fit.svg", caption="../report/fit.rst", category="Overview", labels={"figure": "board fit"}
+        ),
+        roofline=report(
+            "results/report/roofline.svg",
+            caption="../report/roofline.rst",
+            category="Overview",
+            labels={"figure": "NPU utilisation"},
+        ),
+        pareto=report(
+            "results/report/pareto.svg",
+            caption="../report/pareto.rst",
+            category="Overview",
+            labels={"figure": "Pareto"},
+        ),
     log:
         "logs/report/plots.log",
     benchmark:
         "benchmarks/report/plots.tsv"
-    params:
-        boards={name: board.as_params() for name, board in SWEEP.boards.items()},
-        code=code_version("ethosweep.report"),
     localrule: True
     conda:
         "../../envs/ethosweep.yaml"
+    params:
+        boards={name: board.as_params() for name, board in SWEEP.boards.items()},
+        code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_plots.py"
 
@@ -68,20 +85,25 @@ rule report_index:
         fragments=cell_paths(f"results/report/cells/{CELL}.html"),
         cpu_summary=[CPU_SUMMARY] if SWEEP.cpu_cells else [],
     output:
-        index=report("results/report/index.html", caption="../report/index.rst", category="Overview", labels={"figure": "the whole report"}),
+        index=report(
+            "results/report/index.html",
+            caption="../report/index.rst",
+            category="Overview",
+            labels={"figure": "the whole report"},
+        ),
     log:
         "logs/report/index.log",
     benchmark:
         "benchmarks/report/index.tsv"
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
         sweep=SWEEP.describe().removeprefix("ethosweep: "),
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
         latency_budget_ms=report_setting("latency_budget_ms", None),
         board_latency_budget_ms=report_setting("board_latency_budget_ms", {}),
-        code=code_version("ethosweep.report"),
-    localrule: True
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_index.py"

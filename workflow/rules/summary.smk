@@ -15,14 +15,14 @@ rule summarize_sweep:
         "logs/summary.log",
     benchmark:
         "benchmarks/summary.tsv"
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
         fvp_cells=[c.id for c in fvp_cells()],
         npu_runner_cells=[c.id for c in npu_runner_cells()],
         npu_runner_state=[npu_runner_state(c) for c in SWEEP.cells],
-        code=code_version("ethosweep.summary"),
-    localrule: True
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.results.summary"),
     script:
         "../scripts/summary.py"

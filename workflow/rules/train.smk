@@ -10,16 +10,16 @@ rule train_model:
         "logs/train/{model}.log",
     benchmark:
         "benchmarks/train/{model}.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         model=model_params,
         seed=SWEEP.seed,
         dataset=model_dataset,
         train=model_training,
-        code=code_version("ethosweep.train"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.compile.train"),
     script:
         "../scripts/train.py"

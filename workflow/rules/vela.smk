@@ -1,6 +1,6 @@
 # Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
 # and options (ExecuTorch's own Vela entry point), and the cell's .pte assembled from the
-# profile's template (see ethosweep/vela.py). A cell's only compile work.
+# profile's template (see ethosweep/vela/compile.py). A cell's only compile work.
 rule compile_with_vela:
     input:
         template=of_profile(f"{LOWERED}/template.pte"),
@@ -15,18 +15,18 @@ rule compile_with_vela:
         f"logs/vela/{CELL}.log",
     benchmark:
         f"benchmarks/vela/{CELL}.tsv"
-    params:
-        vela=cell_vela_options,
-        repro=cell_repro_folder,
-        code=code_version("ethosweep.vela"),
     # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
         mem_mb=1500,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        vela=cell_vela_options,
+        repro=cell_repro_folder,
+        code=code_version("ethosweep.vela.compile"),
     script:
         "../scripts/vela.py"

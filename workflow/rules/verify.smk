@@ -18,6 +18,11 @@ rule verify_numerics:
         f"logs/verify/{PROFILE}.log",
     benchmark:
         f"benchmarks/verify/{PROFILE}.tsv"
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         dataset=model_dataset,
         classifier=model_classifier,
@@ -29,12 +34,7 @@ rule verify_numerics:
         min_cosine=numerics("min_cosine"),
         max_relative_error=numerics("max_relative_error"),
         bundle_samples=numerics("bundle_samples"),
-        code=code_version("ethosweep.verify"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../envs/ethosweep.yaml"
+        code=code_version("ethosweep.verify.numerics"),
     script:
         "../scripts/verify.py"
 
@@ -51,14 +51,14 @@ rule bundle_program:
         f"logs/bundle/{CELL}.log",
     benchmark:
         f"benchmarks/bundle/{CELL}.tsv"
-    params:
-        code=code_version("ethosweep.bundle"),
     group:
         "cell"
+    conda:
+        "../../envs/ethosweep.yaml"
     threads: 1
     resources:
         mem_mb=1000,
-    conda:
-        "../../envs/ethosweep.yaml"
+    params:
+        code=code_version("ethosweep.deploy.bundle"),
     script:
         "../scripts/bundle.py"

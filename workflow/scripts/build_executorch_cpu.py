@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.cpu_firmware:build_executorch",
+    "ethosweep.firmware.runner:build_executorch",
     executorch_src=snakemake.params.executorch_src,
     cpu=snakemake.wildcards.cpu,
     install_dir=snakemake.output.install,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.firmware:build_runner",
+    "ethosweep.firmware.executor_runner:build_executor_runner",
     plan=snakemake.input.plan,
     elf=snakemake.output.elf,
     sizes=snakemake.output.sizes,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.bundle:bundle_program",
+    "ethosweep.deploy.bundle:bundle_program",
     pte=snakemake.input.pte,
     meta=snakemake.input.meta,
     bundle_io=snakemake.input.bundle_io,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.sdk:write_check",
+    "ethosweep.firmware.sdk:write_check",
     sdk_status=snakemake.params.sdk,
     text=snakemake.params.text,
     check=snakemake.output.check,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.deploy:bundle_deployment",
+    "ethosweep.deploy.deploy:bundle_deployment",
     board=snakemake.params.board,
     cell=snakemake.params.cell,
     pte=snakemake.input.pte,

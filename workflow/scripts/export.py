@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.export:export_model",
+    "ethosweep.compile.export:export_model",
     model=snakemake.params.model,
     seed=snakemake.params.seed,
     program=snakemake.output.program,

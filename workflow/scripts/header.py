@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.header:write_header",
+    "ethosweep.deploy.header:write_header",
     pte=snakemake.input.pte,
     meta=snakemake.input.meta,
     header=snakemake.output.header,

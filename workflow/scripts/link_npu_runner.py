@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.cpu_firmware:build_npu_cell_runner",
+    "ethosweep.firmware.runner:build_npu_cell_runner",
     executorch_src=snakemake.params.executorch_src,
     install_dir=snakemake.input.install,
     pte=snakemake.input.pte,

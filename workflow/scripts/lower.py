@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.lower:lower_to_tosa",
+    "ethosweep.compile.lower:lower_to_tosa",
     quantized=snakemake.input.quantized,
     profile=snakemake.wildcards.tosa_profile,
     template=snakemake.output.template,

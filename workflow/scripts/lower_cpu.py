@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.cortex_m:lower_cpu_cell",
+    "ethosweep.compile.cortex_m:lower_cpu_cell",
     program=snakemake.input.program,
     inputs=snakemake.input.inputs,
     cpu=snakemake.wildcards.cpu,

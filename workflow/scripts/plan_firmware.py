@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.firmware:plan_runner",
+    "ethosweep.firmware.executor_runner:plan_runner",
     target=snakemake.wildcards.target,
     system_config=snakemake.wildcards.system_config,
     memory_mode=snakemake.wildcards.memory_mode,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.quantize:quantize_model",
+    "ethosweep.compile.quantize:quantize_model",
     program=snakemake.input.program,
     inputs=snakemake.input.inputs,
     scheme=snakemake.wildcards.quant,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.report:write_cell_report",
+    "ethosweep.results.report:write_cell_report",
     cell=snakemake.params.cell,
     per_layer=snakemake.input.per_layer,
     vela_summary=snakemake.input.vela_summary,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.report:write_index",
+    "ethosweep.results.report:write_index",
     summary=snakemake.input.summary,
     plots={name: snakemake.input[name] for name in ("cycles", "fit", "roofline", "pareto")},
     cells=snakemake.params.cells,

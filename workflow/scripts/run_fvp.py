@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.firmware:run_on_fvp",
+    "ethosweep.firmware.executor_runner:run_on_fvp",
     target=snakemake.wildcards.target,
     elf=snakemake.input.elf,
     program=snakemake.input.program,

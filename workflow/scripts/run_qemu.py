@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.cpu_firmware:qemu_cell",
+    "ethosweep.firmware.qemu:qemu_cell",
     elf=snakemake.input.elf,
     pte=snakemake.input.pte,
     run_inputs=snakemake.input.run_inputs,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.cpu_summary:summarize",
+    "ethosweep.results.cpu_summary:summarize",
     cells=snakemake.params.cells,
     meta=list(snakemake.input.meta),
     firmware=list(snakemake.input.firmware),

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.summary:summarize",
+    "ethosweep.results.summary:summarize",
     cells=snakemake.params.cells,
     compile_meta=list(snakemake.input.compile_meta),
     delegation=list(snakemake.input.delegation),

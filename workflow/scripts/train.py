@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.train:train_model",
+    "ethosweep.compile.train:train_model",
     model=snakemake.params.model,
     seed=snakemake.params.seed,
     dataset=snakemake.params.dataset,

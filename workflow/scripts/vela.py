@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.vela:compile_cell",
+    "ethosweep.vela.compile:compile_cell",
     template=snakemake.input.template,
     lower_meta=snakemake.input.lower_meta,
     target=snakemake.wildcards.target,

@@ -1,8 +1,8 @@
-from ethosweep.jobs import run_stage
+from ethosweep.runtime.jobs import run_stage
 
 run_stage(
     snakemake,
-    "ethosweep.verify:verify_numerics",
+    "ethosweep.verify.numerics:verify_numerics",
     program=snakemake.input.program,
     quantized=snakemake.input.quantized,
     inputs=snakemake.input.inputs,

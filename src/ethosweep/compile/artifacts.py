@@ -1,0 +1,65 @@
+"""What one compile stage writes and a later one reads: the loaders and the sample sets they share.
+
+A stage never imports another stage (so editing one reruns only its own jobs): what two stages
+both need lives here, below them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ethosweep.compile.datasets import load_splits
+
+
+def load_tensors(path: str | Path) -> tuple:
+    """Inputs or reference outputs written by the export stage."""
+    return tuple(torch.load(path, weights_only=True))
+
+
+def load_quantized(path: str):
+    """Load a quantized program written by the quantize stage (in any process)."""
+    # Deserialising needs the quantized_decomposed ops registered; the Arm
+    # quantizer package registers them.
+    import executorch.backends.arm.quantizer  # noqa: F401
+
+    return torch.export.load(path)
+
+
+def load_edge(path: str):
+    """The edge program the lower stage wrote (delegates carrying TOSA), in any process."""
+    import executorch.backends.arm.quantizer  # noqa: F401 - registers the quantized_decomposed ops
+    from executorch.exir.serde.serialize import load
+
+    return load(path)
+
+
+def calibration_set(example_inputs: tuple, dataset, samples: int, seed: int) -> tuple[list[tuple], str]:
+    """The calibration inputs: the dataset's calibration split, or (as aot_arm_compiler does
+    without --calibration_data) the example inputs alone."""
+    if dataset is None:
+        return [example_inputs], "the example inputs"
+    splits = load_splits(dataset, example_inputs, seed)
+    return splits.calibration(samples), f"{min(samples, len(splits.train_x))} samples of {splits.source}"
+
+
+def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples: int, random_samples: int):
+    """(list of input tuples, labels or None, description); `random_samples` inputs without a dataset."""
+    if dataset is not None:
+        splits = load_splits(dataset, example_inputs, seed)
+        x, y = splits.evaluation(evaluation_samples)
+        return [(s.unsqueeze(0),) for s in x], y, f"{len(x)} held-out samples of {splits.source}"
+    # No data: random inputs spanning each example input's value range (seeded).
+    generator = torch.Generator().manual_seed(seed + 1)
+    samples = [example_inputs]
+    for _ in range(max(0, random_samples - 1)):
+        samples.append(tuple(_random_like(t, generator) for t in example_inputs))
+    return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range (no dataset)"
+
+
+def _random_like(t: torch.Tensor, generator) -> torch.Tensor:
+    if not t.dtype.is_floating_point:
+        return t.clone()
+    low, high = float(t.min()), float(t.max())
+    return (torch.rand(t.shape, generator=generator) * (high - low) + low).to(t.dtype)

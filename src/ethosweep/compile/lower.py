@@ -1,0 +1,269 @@
+"""Stage 3, lower: EthosUPartitioner -> TOSA, once per (model, scheme, TOSA profile).
+
+The flow is aot_arm_compiler's (`--delegate --quantize`): to_edge_transform_and_lower
+with EthosUPartitioner, then ReplaceQuantNodesPass (the CPU-side quantize and
+dequantize become cortex_m ops, as the bare-metal runner expects), then
+to_executorch. Everything in it but Vela depends only on the TOSA profile: a cell's
+target, system config, memory mode and Vela options reach only Vela's flags and the
+delegates' compile specs. So this stage runs the flow once per profile with Vela left
+out (each delegate's payload is its TOSA flatbuffer), and the vela stage builds every
+cell's .pte from that *template* by compiling each partition's TOSA with Vela and
+putting the payload and the cell's compile specs in place (ethosweep.vela.compile). The
+result is byte-identical to the full flow for the cell (tests/test_compile_once.py).
+
+Kept for the cells and the verify stage:
+- `template.pte`: the profile's program, delegates carrying TOSA (not runnable as is);
+- `tosa/partition_<i>.tosa`: each delegated partition's TOSA flatbuffer;
+- `edge.pt2`: the lowered edge program (ExecuTorch's own serialisation, which keeps the
+  delegates): the CPU-side graph the verify stage runs with each delegate on the TOSA
+  reference model;
+- `delegation.json`: operators on the NPU and on the CPU, with the partitioner's reasons;
+- `tosa_sources.json`: per partition, each TOSA tensor's provenance (the exported nodes it comes
+  from), which the verify stage uses to compare the NPU path layer by layer (ethosweep.verify.locate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import re
+import time
+
+from ethosweep.compile.artifacts import load_quantized
+from ethosweep.compile.compile_spec import profile_compile_spec
+from ethosweep.compile.tosa_sources import recording_tensor_sources
+from ethosweep.matrix import targets as tg
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.io import atomic_write_bytes, write_json
+from ethosweep.runtime.provenance import tool_versions
+
+log = logging.getLogger(__name__)
+
+# Operators that appear outside every delegate without doing any compute:
+# the int8 <-> float boundary and tuple unpacking.
+BOOKKEEPING_OPS = {
+    "getitem",
+    "quantize_per_tensor",
+    "dequantize_per_tensor",
+    "quantize_per_tensor_default",
+    "dequantize_per_tensor_default",
+    "cortex_m_quantize_per_tensor_default",
+    "cortex_m_dequantize_per_tensor_default",
+}
+
+
+@contextlib.contextmanager
+def vela_left_out():
+    """Lower without Vela: each delegate's payload is its TOSA flatbuffer.
+
+    Patches the name EthosUBackend calls (a module attribute). Nothing else in the
+    lowered program depends on Vela's output, so the vela stage can put each cell's
+    payload in its place later.
+    """
+    from executorch.backends.arm.arm_vela import VelaCompileResult
+    from executorch.backends.arm.ethosu import backend as ethosu_backend
+
+    original = ethosu_backend.vela_compile
+    ethosu_backend.vela_compile = lambda tosa, args, **kwargs: VelaCompileResult(bytes(tosa))
+    try:
+        yield
+    finally:
+        ethosu_backend.vela_compile = original
+
+
+@contextlib.contextmanager
+def recording_rejections():
+    """Record why the partitioner left each node on the CPU (its WhyNoPartitionReporter)."""
+    from executorch.backends.arm.tosa import partitioner as tosa_partitioner
+
+    original = tosa_partitioner.WhyNoPartitionReporter
+    rejections: list[tuple[str, str]] = []
+
+    class RecordingReporter(original):
+        def report_reject(self, node, reason):
+            if node.op not in ("placeholder", "output"):
+                rejections.append((node.name, reason))
+            super().report_reject(node, reason)
+
+    tosa_partitioner.WhyNoPartitionReporter = RecordingReporter
+    try:
+        yield rejections
+    finally:
+        tosa_partitioner.WhyNoPartitionReporter = original
+
+
+def lower_to_edge(exported, profile: str):
+    """(edge program manager with TOSA payloads, the partitioner's rejections)."""
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    # The profile's representative compile spec: only its TOSA specification shapes the lowered
+    # graph; the vela stage replaces the compile specs recorded in the program by each cell's own.
+    with vela_left_out(), recording_rejections() as rejections:
+        edge = to_edge_transform_and_lower(
+            exported,
+            partitioner=[EthosUPartitioner(profile_compile_spec(profile))],
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+    return edge, rejections
+
+
+def with_cortex_m_quant_ops(edge):
+    """As aot_arm_compiler does: the CPU-side quantize and dequantize become cortex_m ops."""
+    from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
+
+    return edge.transform([ReplaceQuantNodesPass()])
+
+
+def to_program(edge):
+    """The ExecuTorch program, serialised as aot_arm_compiler serialises it."""
+    from executorch.exir import ExecutorchBackendConfig
+
+    return edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
+
+
+def _op_type(node_name: str) -> str:
+    """A node's operator type as get_delegation_info names it ('aten_avg_pool2d_default_1' -> '..._default')."""
+    return re.sub(r"_\d+$", "", node_name)
+
+
+def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
+    """Operators on the NPU and on the CPU, as data (ExecuTorch's get_delegation_info),
+    with the partitioner's reason for each operator type left on the CPU."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(edge.exported_program().graph_module)
+    operators = {
+        op: {"npu": b.delegated, "cpu": b.non_delegated} for op, b in sorted(info.delegation_by_operator.items())
+    }
+    cpu_compute = {op: n["cpu"] for op, n in operators.items() if n["cpu"] and op not in BOOKKEEPING_OPS}
+    reasons: dict[str, str] = {}
+    for node_name, reason in rejections:
+        op = _op_type(node_name)
+        if op in cpu_compute:
+            reasons.setdefault(op, short_reason(reason))
+    return {
+        "partitions": info.num_delegated_subgraphs,
+        "npu_ops": info.num_delegated_nodes,
+        "cpu_ops": info.num_non_delegated_nodes,
+        "cpu_compute_ops": sum(cpu_compute.values()),
+        "cpu_operators": cpu_compute,
+        "cpu_reasons": reasons,
+        "operators": operators,
+        "delegated": _delegation_status(info.num_delegated_subgraphs, cpu_compute),
+    }
+
+
+def short_reason(reason: str, limit: int = 160) -> str:
+    """A partitioner's reason on one line, without the operator schema some reasons append."""
+    text = " ".join(reason.split()).split(": schema =")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _delegation_status(partitions: int, cpu_compute: dict) -> str:
+    if partitions == 0:
+        return "none"
+    return "partial" if cpu_compute else "full"
+
+
+def delegate_payloads(program_bytes: bytes) -> list[bytes]:
+    """Each delegate's payload in a .pte, in execution order (in the template: its TOSA)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(program_bytes).program
+    return [
+        bytes(program.backend_delegate_data[d.processed.index].data)
+        for plan in program.execution_plan
+        for d in plan.delegates
+    ]
+
+
+def lower_to_tosa(
+    quantized: str, profile: str, template: str, tosa_dir: str, edge: str, delegation: str, tosa_sources: str, meta: str
+) -> dict:
+    """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
+    the edge program, the delegation table and metadata."""
+    from pathlib import Path
+
+    from executorch.exir.serde.serialize import save as save_edge
+
+    started = time.perf_counter()
+    try:
+        with (
+            running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
+            recording_tensor_sources() as sources,
+        ):
+            lowered, rejections = lower_to_edge(load_quantized(quantized), profile)
+    except Exception as error:
+        log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
+        raise StageError(
+            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
+            f"{' '.join(str(error).split())[:300]}"
+        ) from error
+    # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
+    # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
+    # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
+    # `alloc` nodes to the same graph.
+    edge_bytes = _serialised(lambda f: save_edge(lowered.exported_program(), f))
+    lowered = with_cortex_m_quant_ops(lowered)
+    table = delegation_table(lowered, rejections)
+    with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
+        program = to_program(lowered)
+    template_bytes = bytes(program.buffer)
+    plan = program.executorch_program.execution_plan[0]
+    # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
+    # allocator must hold them): buffer 0 is reserved and always 0.
+    planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+    partitions = delegate_payloads(template_bytes)
+
+    tosa_path = Path(tosa_dir)
+    tosa_path.mkdir(parents=True, exist_ok=True)
+    for index, tosa in enumerate(partitions):
+        atomic_write_bytes(tosa_path / f"partition_{index}.tosa", tosa)
+    atomic_write_bytes(edge, edge_bytes)
+    write_json(delegation, table)
+    write_json(tosa_sources, sources)
+    atomic_write_bytes(template, template_bytes)
+    record = {
+        "tosa_profile": profile,
+        "tosa_spec": tg.tosa_spec(profile),
+        "template_bytes": len(template_bytes),
+        "template_sha256": hashlib.sha256(template_bytes).hexdigest(),
+        "edge_bytes": len(edge_bytes),
+        "edge_sha256": hashlib.sha256(edge_bytes).hexdigest(),
+        "planned_buffer_bytes": planned,
+        "partitions": [
+            {
+                "index": i,
+                "tosa": f"partition_{i}.tosa",
+                "tosa_bytes": len(t),
+                "tosa_sha256": hashlib.sha256(t).hexdigest(),
+            }
+            for i, t in enumerate(partitions)
+        ],
+        "delegated": table["delegated"],
+        "seconds": round(time.perf_counter() - started, 2),
+        "versions": tool_versions(),
+    }
+    write_json(meta, record)
+    log.info(
+        "lowered to %s: %d partition(s), %s delegation, %d operators on the NPU, in %.1f s",
+        record["tosa_spec"],
+        len(partitions),
+        table["delegated"],
+        table["npu_ops"],
+        record["seconds"],
+    )
+    for op, count in table["cpu_operators"].items():
+        log.info("left on the CPU: %s x%d (%s)", op, count, table["cpu_reasons"].get(op, "no reason reported"))
+    return record
+
+
+def _serialised(save) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    save(buffer)
+    return buffer.getvalue()

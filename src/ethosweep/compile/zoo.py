@@ -1,0 +1,123 @@
+"""Loading the models of the zoo: model files and import paths.
+
+Model files follow the convention of ExecuTorch's aot_arm_compiler: a Python
+file with module-level `ModelUnderTest` (an nn.Module) and `ModelInputs` (a
+tuple of example inputs). Import-path models are `package.module:Callable`
+returning an nn.Module, with input shapes from the config.
+
+Model files are Python code: loading one runs it with the user's rights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ethosweep.matrix.models import InputSpec, ModelSpec
+from ethosweep.runtime.errors import StageError
+
+_DTYPES = {
+    "float32": torch.float32,
+    "int8": torch.int8,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+class ModelError(StageError):
+    """A model that cannot be loaded or run; the message names the model and the cause."""
+
+
+def source_digest(spec: ModelSpec, base_dir: str | Path = ".") -> str | None:
+    """sha256 of a model file (None for import-path models)."""
+    if spec.file is None:
+        return None
+    return hashlib.sha256((Path(base_dir) / spec.file).read_bytes()).hexdigest()
+
+
+def load_model(spec: ModelSpec, seed: int, base_dir: str | Path = ".") -> tuple[torch.nn.Module, tuple]:
+    """The model in eval mode and its example inputs, reproducibly seeded.
+
+    The seed is set before the model is built so that random weights (Vela's
+    cycle counts depend on weight values) are the same in every run.
+    """
+    torch.manual_seed(seed)
+    if spec.file is not None:
+        model, inputs = _load_file(spec, Path(base_dir) / spec.file)
+    else:
+        model = _load_import(spec)
+        inputs = make_inputs(spec.inputs, seed)
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"model '{spec.name}' ({spec.source}): expected a torch.nn.Module, got {type(model).__name__}")
+    return model.eval(), inputs
+
+
+def make_inputs(specs: tuple[InputSpec, ...], seed: int) -> tuple[torch.Tensor, ...]:
+    """Example inputs drawn uniformly from each spec's range with their own generator."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = []
+    for spec in specs:
+        dtype = _DTYPES[spec.dtype]
+        if dtype.is_floating_point:
+            t = torch.rand(spec.shape, generator=generator) * (spec.high - spec.low) + spec.low
+        elif dtype is torch.bool:
+            t = torch.rand(spec.shape, generator=generator) < 0.5
+        else:
+            t = torch.randint(int(spec.low), max(int(spec.high), int(spec.low) + 1), spec.shape, generator=generator)
+        tensors.append(t.to(dtype))
+    return tuple(tensors)
+
+
+def _load_file(spec: ModelSpec, path: Path) -> tuple[Any, tuple]:
+    where = f"model '{spec.name}' ({spec.file})"
+    if not path.is_file():
+        raise ModelError(f"{where}: file not found")
+    module_name = f"ethosweep_model_{spec.name.replace('-', '_')}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up here
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise ModelError(f"{where}: syntax error at line {error.lineno}: {error.msg}") from error
+    except Exception as error:
+        raise ModelError(f"{where}: running the file raised {type(error).__name__}: {error}") from error
+    missing = [n for n in ("ModelUnderTest", "ModelInputs") if not hasattr(module, n)]
+    if missing:
+        raise ModelError(
+            f"{where}: the file defines no {' and no '.join(missing)}; a model file must define "
+            "module-level ModelUnderTest (an nn.Module) and ModelInputs (a tuple of example inputs)"
+        )
+    model = module.ModelUnderTest
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        model = model()
+    inputs = module.ModelInputs
+    if not isinstance(inputs, tuple):
+        raise ModelError(
+            f"{where}: ModelInputs must be a tuple of example inputs, got {type(inputs).__name__} "
+            "(write `ModelInputs = (x,)` for a single input)"
+        )
+    return model, inputs
+
+
+def _load_import(spec: ModelSpec) -> Any:
+    where = f"model '{spec.name}' ({spec.import_path})"
+    module_name, _, attr = spec.import_path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ModelError(f"{where}: import path does not resolve: {error}") from error
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise ModelError(f"{where}: module {module_name} has no attribute {attr!r}")
+    try:
+        return factory(**spec.kwargs)
+    except Exception as error:
+        raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) raised {type(error).__name__}: {error}") from error

@@ -1,0 +1,476 @@
+"""The experiment matrix: a validated config expanded into cells.
+
+A *cell* is one model compiled for one Ethos-U configuration:
+model x quantization x target x system config x memory mode (+ Vela options).
+The matrix is expanded here, in one place, and nowhere else.
+
+Torch-free: the Snakefile builds the matrix at parse time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from ethosweep.matrix import boards as bd
+from ethosweep.matrix import targets as tg
+from ethosweep.matrix.models import InputSpec, ModelSpec
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+QUANT_SCHEMES = ("int8", "a16w8")
+
+
+class ConfigError(ValueError):
+    """A config the workflow cannot run; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class VelaOptions:
+    optimise: str = tg.VELA_DEFAULT_OPTIMISE
+    arena_cache_size: int | None = None
+    config: str | None = None  # custom vela.ini, None = Vela's built-in Arm/vela.ini
+
+    def as_params(self) -> dict[str, Any]:
+        return {"optimise": self.optimise, "arena_cache_size": self.arena_cache_size, "config": self.config}
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    quant: str
+    target: str
+    system_config: str
+    memory_mode: str
+    vela: VelaOptions = VelaOptions()
+
+    @property
+    def id(self) -> str:
+        """The cell's path below each stage's results folder."""
+        return "/".join((self.model, self.quant, self.target, self.system_config, self.memory_mode))
+
+    @property
+    def tosa_profile(self) -> str:
+        return tg.tosa_profile(self.target)
+
+    @property
+    def label(self) -> str:
+        """How messages name the cell."""
+        return f"{self.model} [{self.quant}] on {self.target} / {self.system_config} / {self.memory_mode}"
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    target: str
+    system_config: str
+    vela: VelaOptions
+    ini: tg.VelaIni
+
+
+@dataclass(frozen=True)
+class CpuCell:
+    """A model compiled for a CPU alone (no NPU): ExecuTorch's Cortex-M backend."""
+
+    model: str
+    quant: str
+    cpu: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.quant}/{self.cpu}"
+
+
+@dataclass
+class Sweep:
+    models: dict[str, ModelSpec]
+    quantization: tuple[str, ...]
+    cells: list[Cell]
+    seed: int
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, reason)
+    numerics: dict = field(default_factory=dict)
+    boards: dict = field(default_factory=dict)  # name -> boards.Board
+    cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
+    cpu_cells: list[CpuCell] = field(default_factory=list)
+
+    def board_cells(self) -> list[tuple[str, Cell]]:
+        """(board, cell) for every cell compiled for a board, in matrix order."""
+        return [(b, c) for c in self.cells for b in self.cell_boards.get(c.id, [])]
+
+    def cells_of(self, **match: str) -> list[Cell]:
+        return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
+
+    def cell(self, model, quant, target, system_config, memory_mode) -> Cell:
+        key = "/".join((model, quant, target, system_config, memory_mode))
+        for c in self.cells:
+            if c.id == key:
+                return c
+        raise KeyError(f"no cell {key} in the matrix")
+
+    def quantize_keys(self) -> list[tuple[str, str, str]]:
+        """(model, quant, tosa profile) combinations the cells need, in matrix order."""
+        return list(dict.fromkeys((c.model, c.quant, c.tosa_profile) for c in self.cells))
+
+    def describe(self) -> str:
+        """One line for the terminal: what is about to be swept."""
+        dims = (
+            (len({c.model for c in self.cells}), "model"),
+            (len({(c.target, c.system_config) for c in self.cells}), "target"),
+            (len({c.memory_mode for c in self.cells}), "memory mode"),
+            (len({c.quant for c in self.cells}), "quantization scheme"),
+        )
+        text = (
+            f"ethosweep: {len(self.cells)} cells ("
+            + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims)
+            + ")"
+        )
+        if self.skipped:
+            reasons = sorted({r for _, r in self.skipped})
+            n = len(self.skipped)
+            text += f"; left out {n} combination{'s' if n != 1 else ''} Vela does not accept: " + "; ".join(reasons)
+        return text
+
+
+def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
+    """The user files a dataset reads: inputs of the rules that use it, so edits rerun them."""
+    if not isinstance(dataset, dict) or "path" not in dataset:
+        return []
+    path = Path(base_dir) / dataset["path"]
+    if path.is_dir():
+        return sorted(str(p.relative_to(base_dir)) for p in path.rglob("*") if p.suffix in (".pt", ".npz"))
+    return [dataset["path"]]
+
+
+def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:
+    """The config's most relevant schema violation as one line naming the key, or None.
+
+    Snakemake's validate() reports a violation with a dump of the schema; this
+    says the same in the form the rest of ethosweep's config errors use.
+    """
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return None
+    where = _json_path(error.absolute_path) or "config"
+    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(error.schema.get("properties", {}))
+        return f"{where}: {error.message}; allowed keys: {allowed}"
+    return f"{where}: {error.message}" + (f" ({_first_sentence(hint)})" if hint else "")
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return text if end < 0 else text[:end]
+
+
+def _json_path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir: Path | str | None = None) -> Sweep:
+    """Expand a schema-validated config into the matrix of cells.
+
+    `base_dir` is where relative file paths in the config are resolved (the
+    workflow's working directory); `workflow_dir` is the repository with the
+    built-in board profiles (default: the one this package lives in). Raises
+    ConfigError with a message naming the key, the value and what is allowed.
+    """
+    base = Path(base_dir)
+    models = _models(config["models"], base)
+    quantization = tuple(config.get("quantization", ["int8"]))
+    global_vela = _vela_options(config.get("vela", {}), None, "vela", base)
+    entries = _target_entries(
+        config.get("targets", []),
+        config.get("system_configs", {}),
+        global_vela,
+        base,
+        allow_empty=bool(config.get("boards")),
+    )
+    memory_modes = _memory_modes(config.get("memory_modes", []), entries)
+    boards = _boards(
+        config.get("boards", []),
+        config.get("board_files", []),
+        base,
+        Path(workflow_dir) if workflow_dir else WORKFLOW_DIR,
+    )
+
+    cells, skipped = [], []
+    for model in models:
+        for quant in quantization:
+            for entry in entries:
+                for mode in memory_modes:
+                    reason = _combination_reason(entry, mode)
+                    if reason is not None:
+                        skipped.append((f"{entry.target} x {entry.system_config} x {mode}", reason))
+                        continue
+                    cells.append(Cell(model, quant, entry.target, entry.system_config, mode, entry.vela))
+    # The same target/memory combination is skipped once per model and scheme: report it once.
+    skipped = list(dict.fromkeys(skipped))
+
+    for i, selector in enumerate(config.get("exclude", [])):
+        _check_selector(selector, f"exclude[{i}]", models, quantization, entries, memory_modes)
+        cells = [c for c in cells if not _matches(c, selector)]
+
+    for i, selector in enumerate(config.get("include", [])):
+        cells.extend(
+            _included_cells(selector, f"include[{i}]", models, quantization, entries, config, global_vela, base)
+        )
+
+    cell_boards: dict[str, list[str]] = {}
+    for board in boards.values():
+        for model in models:
+            for quant in quantization:
+                for mode in board.memory_modes:
+                    cell = Cell(model, quant, board.target, board.system_config, mode, global_vela)
+                    cells.append(cell)
+                    cell_boards.setdefault(cell.id, []).append(board.name)
+
+    cells = list({c.id: c for c in cells}.values())
+    if not cells:
+        raise ConfigError(
+            "the matrix is empty: no model x target x memory mode combination is left "
+            "(check `memory_modes`, `exclude` and the skipped combinations: "
+            + ("; ".join(f"{c}: {r}" for c, r in skipped) or "none")
+            + ")"
+        )
+    cpu_cells = _cpu_cells(config.get("cpu_targets", []), models, quantization, skipped)
+    return Sweep(
+        models=models,
+        quantization=quantization,
+        cells=cells,
+        seed=int(config.get("seed", 0)),
+        skipped=skipped,
+        numerics=dict(config.get("numerics", {})),
+        boards=boards,
+        cell_boards=cell_boards,
+        cpu_cells=cpu_cells,
+    )
+
+
+def _cpu_cells(cpus: list[str], models, quantization, skipped: list) -> list[CpuCell]:
+    """model x scheme x CPU for the CPU-only targets; schemes the Cortex-M quantizer lacks are skipped."""
+    cells = []
+    for cpu in cpus:
+        if cpu not in tg.CPU_TARGETS:
+            raise ConfigError(f"cpu_targets: unknown CPU {cpu!r}; allowed: {', '.join(tg.CPU_TARGETS)}")
+        for quant in quantization:
+            if quant not in tg.CPU_SCHEMES:
+                skipped.append((f"{cpu} x {quant}", f"the Cortex-M quantizer has {', '.join(tg.CPU_SCHEMES)} only"))
+                continue
+            cells.extend(CpuCell(model, quant, cpu) for model in models)
+    return cells
+
+
+def _boards(names: list[str], extra_files: list[str], base: Path, workflow_dir: Path) -> dict[str, "bd.Board"]:
+    """The board profiles the config asks for, validated (built-in ones and `board_files`)."""
+    import jsonschema
+
+    schema = yaml.safe_load((workflow_dir / "workflow" / "schemas" / "board.schema.yaml").read_text())
+    files = dict(bd.builtin_board_files(workflow_dir / "boards"))
+    for i, extra in enumerate(extra_files):
+        path = base / extra
+        if not path.is_file():
+            raise ConfigError(f"board_files[{i}]: {extra!r} does not exist (relative to {base.resolve()})")
+        files[bd.load_board_file(path).get("name", path.stem)] = path
+    boards = {}
+    for i, name in enumerate(names):
+        if name not in files:
+            raise ConfigError(
+                f"boards[{i}]: unknown board {name!r}; available: {', '.join(files)} (add your own with `board_files`)"
+            )
+        profile = bd.load_board_file(files[name])
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(profile))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path) or "profile"
+            raise ConfigError(f"board {name!r} ({files[name]}): {where}: {error.message}")
+        board = bd.board_from_profile(profile, str(files[name]))
+        if board.target not in tg.TARGETS:
+            raise ConfigError(f"board {name!r} ({files[name]}): npu.target: unknown target {board.target!r}")
+        ini = tg.read_vela_ini()
+        for mode in board.memory_modes:
+            reason = tg.invalid_combination_reason(board.target, board.system_config, mode, ini)
+            if reason is not None:
+                raise ConfigError(f"board {name!r} ({files[name]}): {reason}")
+        boards[name] = board
+    return boards
+
+
+# The repository this package lives in (an editable install): its boards/ and schemas.
+WORKFLOW_DIR = Path(__file__).resolve().parents[3]
+
+
+def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
+    models: dict[str, ModelSpec] = {}
+    for i, entry in enumerate(entries):
+        where = f"models[{i}]"
+        name = entry.get("name", "")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise ConfigError(
+                f"{where}.name: {name!r} is not a valid model name; use letters, digits, '_' and '-', "
+                "starting with a letter or digit (names become folder names under results/)"
+            )
+        if name in models:
+            raise ConfigError(f"{where}.name: model name {name!r} is used twice; model names must be unique")
+        dataset, train = entry.get("dataset"), entry.get("train")
+        if train is not None and dataset is None:
+            raise ConfigError(
+                f"{where} ({name}): `train` needs a `dataset` to train on (for example `dataset: digits`)"
+            )
+        if isinstance(dataset, dict) and not (base / dataset["path"]).exists():
+            raise ConfigError(
+                f"{where}.dataset.path ({name}): {dataset['path']!r} does not exist (relative to {base.resolve()})"
+            )
+        extras = {"dataset": dataset, "train": train, "classifier": entry.get("classifier")}
+        has_file, has_import = "file" in entry, "import" in entry
+        if has_file == has_import:
+            raise ConfigError(
+                f"{where} ({name}): give exactly one of `file` (a model file) or `import` (package.module:Callable)"
+            )
+        if has_file:
+            if "inputs" in entry or entry.get("kwargs"):
+                raise ConfigError(
+                    f"{where} ({name}): `inputs` and `kwargs` belong to `import` models; a model file defines "
+                    "ModelInputs itself"
+                )
+            path = Path(entry["file"])
+            if not (base / path).is_file():
+                raise ConfigError(
+                    f"{where}.file ({name}): model file {entry['file']!r} does not exist (relative to {base.resolve()})"
+                )
+            models[name] = ModelSpec(name=name, file=entry["file"], **extras)
+        else:
+            if not entry.get("inputs"):
+                raise ConfigError(
+                    f"{where} ({name}): an `import` model needs `inputs` (a list of {{shape: [...]}}, one per "
+                    "forward() argument)"
+                )
+            inputs = tuple(
+                InputSpec(tuple(spec["shape"]), spec.get("dtype", "float32"), *spec.get("range", [0.0, 1.0]))
+                for spec in entry["inputs"]
+            )
+            models[name] = ModelSpec(
+                name=name, import_path=entry["import"], kwargs=dict(entry.get("kwargs", {})), inputs=inputs, **extras
+            )
+    return models
+
+
+def _vela_options(entry: dict, inherited: VelaOptions | None, where: str, base: Path) -> VelaOptions:
+    inherited = inherited or VelaOptions()
+    options = VelaOptions(
+        optimise=entry.get("optimise", inherited.optimise) or tg.VELA_DEFAULT_OPTIMISE,
+        arena_cache_size=entry.get("arena_cache_size", inherited.arena_cache_size),
+        config=entry.get("config", inherited.config),
+    )
+    if options.config is not None and not (base / options.config).is_file():
+        raise ConfigError(
+            f"{where}.config: Vela configuration file {options.config!r} does not exist (relative to {base.resolve()})"
+        )
+    return options
+
+
+def _ini(options: VelaOptions, base: Path) -> tg.VelaIni:
+    return tg.read_vela_ini(None if options.config is None else str(base / options.config))
+
+
+def _target_entries(
+    entries: list, family_defaults: dict, global_vela: VelaOptions, base: Path, allow_empty: bool = False
+) -> list[TargetEntry]:
+    result: list[TargetEntry] = []
+    for i, entry in enumerate(entries):
+        where = f"targets[{i}]"
+        spec = {"target": entry} if isinstance(entry, str) else dict(entry)
+        target = spec["target"]
+        if target not in tg.TARGETS:
+            raise ConfigError(f"{where}: unknown target {target!r}; allowed: {', '.join(tg.TARGETS)}")
+        fam = tg.family(target)
+        system_config = spec.get("system_config") or family_defaults.get(fam) or tg.DEFAULT_SYSTEM_CONFIG[fam]
+        vela = _vela_options(spec.get("vela", {}), global_vela, f"{where}.vela", base)
+        ini = _ini(vela, base)
+        reason = tg.system_config_reason(target, system_config, ini)
+        if reason is not None:
+            key = f"{where}.system_config" if spec.get("system_config") else f"system_configs.{fam}"
+            raise ConfigError(f"{key}: {reason}")
+        if any(e.target == target and e.system_config == system_config for e in result):
+            raise ConfigError(f"{where}: {target} with system config {system_config} is listed twice")
+        result.append(TargetEntry(target, system_config, vela, ini))
+    if not result and not allow_empty:
+        raise ConfigError(f"targets: the list is empty; allowed targets: {', '.join(tg.TARGETS)}")
+    return result
+
+
+def _memory_modes(modes: list[str], entries: list[TargetEntry]) -> list[str]:
+    known = {m for e in entries for m in e.ini.memory_modes} or set(tg.read_vela_ini().memory_modes)
+    for i, mode in enumerate(modes):
+        if mode not in known:
+            raise ConfigError(f"memory_modes[{i}]: unknown memory mode {mode!r}; allowed: {', '.join(sorted(known))}")
+    if len(set(modes)) != len(modes):
+        raise ConfigError("memory_modes: a memory mode is listed twice")
+    return list(modes)
+
+
+def _combination_reason(entry: TargetEntry, memory_mode: str) -> str | None:
+    return tg.invalid_combination_reason(entry.target, entry.system_config, memory_mode, entry.ini)
+
+
+def _matches(cell: Cell, selector: dict) -> bool:
+    key_to_attr = {"quantization": "quant"}
+    return all(getattr(cell, key_to_attr.get(k, k)) == v for k, v in selector.items())
+
+
+def _allowed_values(models, quantization, entries, memory_modes) -> dict[str, Iterable[str]]:
+    return {
+        "model": list(models),
+        "quantization": list(quantization),
+        "target": list(dict.fromkeys(e.target for e in entries)),
+        "system_config": list(dict.fromkeys(e.system_config for e in entries)),
+        "memory_mode": list(memory_modes),
+    }
+
+
+def _check_selector(selector: dict, where: str, models, quantization, entries, memory_modes) -> None:
+    allowed = _allowed_values(models, quantization, entries, memory_modes)
+    for key, value in selector.items():
+        if value not in allowed[key]:
+            raise ConfigError(f"{where}.{key}: {value!r} is not in the matrix; allowed: {', '.join(allowed[key])}")
+
+
+def _included_cells(selector, where, models, quantization, entries, config, global_vela, base) -> list[Cell]:
+    model, target, mode = selector["model"], selector["target"], selector["memory_mode"]
+    if model not in models:
+        raise ConfigError(f"{where}.model: unknown model {model!r}; allowed: {', '.join(models)}")
+    if target not in tg.TARGETS:
+        raise ConfigError(f"{where}.target: unknown target {target!r}; allowed: {', '.join(tg.TARGETS)}")
+    fam = tg.family(target)
+    matching = [
+        e for e in entries if e.target == target and e.system_config == selector.get("system_config", e.system_config)
+    ]
+    system_config = (
+        selector.get("system_config")
+        or (matching[0].system_config if matching else None)
+        or config.get("system_configs", {}).get(fam)
+        or tg.DEFAULT_SYSTEM_CONFIG[fam]
+    )
+    vela = matching[0].vela if matching else global_vela
+    ini = matching[0].ini if matching else _ini(vela, base)
+    for key, reason in (
+        ("system_config", tg.system_config_reason(target, system_config, ini)),
+        ("memory_mode", tg.memory_mode_reason(target, system_config, mode, ini)),
+    ):
+        if reason is not None:
+            raise ConfigError(f"{where}.{key}: {model} on {target} / {system_config} / {mode} is not valid: {reason}")
+    quants = [selector["quantization"]] if "quantization" in selector else list(quantization)
+    for q in quants:
+        if q not in QUANT_SCHEMES:
+            raise ConfigError(f"{where}.quantization: unknown scheme {q!r}; allowed: {', '.join(QUANT_SCHEMES)}")
+    return [Cell(model, q, target, system_config, mode, vela) for q in quants]

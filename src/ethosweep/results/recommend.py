@@ -1,0 +1,201 @@
+"""What to pick: per board (and for the bare targets), which models fit and in which configuration.
+
+The report opens with this. For each board of the sweep and each model:
+- whether it fits, and in which memory modes (the board profile's fit check);
+- the fastest configuration that fits (Vela's cycles at the board's NPU clock);
+- whether that meets the latency budget, if one is configured (`report.latency_budget_ms`,
+  or per board `report.board_latency_budget_ms`);
+- the accuracy cost, where the model has labelled data (top-1 float -> NPU path).
+For the cells on no board (bare targets), per model:
+- the fastest configuration (Vela's estimate at the system config's clock);
+- with a budget, the smallest NPU configuration (fewest MACs per cycle) that meets it.
+Every statement carries the numbers it comes from, and the sweep's own words for what they are:
+Vela's figures are compiler estimates. When nothing fits or nothing meets the budget, it says so
+and names the closest miss rather than recommending anything. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ethosweep.matrix.targets import macs_per_cycle
+from ethosweep.results.table import number
+
+
+@dataclass
+class Pick:
+    model: str
+    verdict: str  # "fits" | "does not fit" | "fastest" | "meets budget" | "misses budget" | "failed"
+    text: str  # the recommendation, with its numbers
+    row: dict | None = None  # the summary row it rests on
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "verdict": self.verdict, "text": self.text}
+
+
+@dataclass
+class Section:
+    title: str  # "alif-e8 (ethos-u55-128, 160 MHz)" or "bare targets"
+    budget_ms: float | None
+    picks: list[Pick] = field(default_factory=list)
+    summary: str = ""  # "3 of 9 models fit"
+
+    def as_dict(self) -> dict:
+        return {
+            "title": self.title,
+            "budget_ms": self.budget_ms,
+            "summary": self.summary,
+            "picks": [p.as_dict() for p in self.picks],
+        }
+
+
+def _ok(row: dict) -> bool:
+    return row.get("status") == "ok" and not math.isnan(number(row.get("vela_inference_ms")))
+
+
+def accuracy_cost(rows: list[dict]) -> str:
+    """'top-1 98.0 % float -> 97.8 % NPU path (held-out data)' for a model with labelled data, else ''."""
+    for row in rows:
+        f, n = number(row.get("top1_float")), number(row.get("top1_npu"))
+        if not math.isnan(f) and not math.isnan(n):
+            return (
+                f"top-1 {100 * f:.1f} % float → {100 * n:.1f} % on the NPU path ({row.get('data') or 'labelled data'})"
+            )
+    return ""
+
+
+def board_sections(
+    rows: list[dict],
+    boards: dict[str, dict],
+    budget_ms: float | None = None,
+    board_budgets: dict[str, float] | None = None,
+) -> list[Section]:
+    """One section per board: each model's best placement on it."""
+    sections = []
+    for name, board in boards.items():
+        budget = (board_budgets or {}).get(name, budget_ms)
+        mine = [r for r in rows if r.get("board") == name]
+        section = Section(f"{name} ({board.get('target', '')}, NPU at {_fmt(board.get('npu_clock_mhz'))} MHz)", budget)
+        models = list(dict.fromkeys(r["model"] for r in mine))
+        for model in models:
+            section.picks.append(board_pick(model, [r for r in mine if r["model"] == model], budget))
+        fitting = sum(1 for p in section.picks if p.verdict in ("fits", "meets budget", "misses budget"))
+        section.summary = f"{fitting} of {len(models)} models fit"
+        if budget is not None:
+            section.summary += (
+                f"; {sum(1 for p in section.picks if p.verdict == 'meets budget')} within {_fmt(budget)} ms"
+            )
+        sections.append(section)
+    return sections
+
+
+def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
+    compiled = [r for r in rows if _ok(r)]
+    if not compiled:
+        why = next((r.get("reason") for r in rows if r.get("reason")), "no cell compiled")
+        return Pick(model, "failed", f"not compiled: {why}")
+    fits = [r for r in compiled if r.get("fit") == "fits"]
+    accuracy = accuracy_cost(compiled)
+    if not fits:
+        closest = min(compiled, key=_overshoot)
+        return Pick(
+            model,
+            "does not fit",
+            f"does not fit in any memory mode; closest: {closest['memory_mode']}, "
+            f"{closest['fit'].removeprefix('does not fit: ')}",
+            closest,
+        )
+    best = min(fits, key=lambda r: number(r.get("board_inference_ms")))
+    modes = ", ".join(r["memory_mode"] for r in sorted(fits, key=lambda r: number(r.get("board_inference_ms"))))
+    ms = number(best.get("board_inference_ms"))
+    text = (
+        f"fastest that fits: {best['memory_mode']}, {_fmt(ms)} ms (Vela estimate at the board's clock), "
+        f"margin {_margins(best)}; fits in {modes}"
+    )
+    verdict = "fits"
+    if budget_ms is not None:
+        verdict = "meets budget" if ms <= budget_ms else "misses budget"
+        text += (
+            f"; within the {_fmt(budget_ms)} ms budget"
+            if ms <= budget_ms
+            else f"; misses the {_fmt(budget_ms)} ms budget by {_fmt(ms - budget_ms)} ms"
+        )
+    if accuracy:
+        text += f"; {accuracy}"
+    return Pick(model, verdict, text, best)
+
+
+def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | None:
+    """The cells on no board: per model the fastest configuration, and with a budget the smallest
+    NPU (fewest MACs per cycle) that meets it."""
+    bare = [r for r in rows if not r.get("board")]
+    if not bare:
+        return None
+    section = Section("bare targets (cells on no board: Vela's estimate at the system config's clock)", budget_ms)
+    models = list(dict.fromkeys(r["model"] for r in bare))
+    for model in models:
+        section.picks.append(bare_pick(model, [r for r in bare if r["model"] == model], budget_ms))
+    if budget_ms is not None:
+        section.summary = (
+            f"{sum(1 for p in section.picks if p.verdict == 'meets budget')} of {len(models)} models "
+            f"within {_fmt(budget_ms)} ms"
+        )
+    else:
+        section.summary = f"{sum(1 for p in section.picks if p.verdict != 'failed')} of {len(models)} models compiled"
+    return section
+
+
+def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
+    compiled = [r for r in rows if _ok(r)]
+    if not compiled:
+        why = next((r.get("reason") for r in rows if r.get("reason")), "no cell compiled")
+        return Pick(model, "failed", f"not compiled: {why}")
+    fastest = min(compiled, key=lambda r: number(r["vela_inference_ms"]))
+    text = f"fastest: {_config(fastest)}, {_fmt(number(fastest['vela_inference_ms']))} ms (Vela estimate)"
+    verdict = "fastest"
+    if budget_ms is not None:
+        meeting = [r for r in compiled if number(r["vela_inference_ms"]) <= budget_ms]
+        if meeting:
+            smallest = min(meeting, key=lambda r: (macs_per_cycle(r["target"]), number(r["vela_inference_ms"])))
+            verdict = "meets budget"
+            text += (
+                f"; smallest NPU within {_fmt(budget_ms)} ms: {_config(smallest)} "
+                f"({macs_per_cycle(smallest['target'])} MACs/cycle, {_fmt(number(smallest['vela_inference_ms']))} ms)"
+            )
+        else:
+            verdict = "misses budget"
+            text += (
+                f"; no configuration of the sweep is within the {_fmt(budget_ms)} ms budget "
+                f"(the fastest misses it by {_fmt(number(fastest['vela_inference_ms']) - budget_ms)} ms)"
+            )
+    accuracy = accuracy_cost(compiled)
+    if accuracy:
+        text += f"; {accuracy}"
+    return Pick(model, verdict, text, fastest)
+
+
+def _config(row: dict) -> str:
+    return f"{row['target']} / {row['memory_mode']}"
+
+
+def _overshoot(row: dict) -> float:
+    """How far a cell that does not fit is from fitting (its most negative margin, KiB)."""
+    margins = [number(row.get(f"fit_{region}_margin_kib")) for region in ("sram", "flash", "dram")]
+    return -min((m for m in margins if not math.isnan(m)), default=0.0)
+
+
+def _margins(row: dict) -> str:
+    parts = [
+        f"{region.upper()} {number(row.get(f'fit_{region}_margin_kib')):,.0f} KiB"
+        for region in ("sram", "flash", "dram")
+        if not math.isnan(number(row.get(f"fit_{region}_margin_kib")))
+    ]
+    return ", ".join(parts) or "n/a"
+
+
+def _fmt(value) -> str:
+    figure = number(value)
+    if math.isnan(figure):
+        return str(value)
+    return f"{figure:.3g}" if abs(figure) < 100 else f"{figure:,.0f}"

@@ -1,0 +1,439 @@
+"""Stage 6, summary: one row per cell in results/summary.csv, and the terminal table.
+
+Column prefixes say where a number comes from: `vela_` columns are Vela's
+compiler estimates, `pte_`/`delegation` columns are facts of the compiled
+program. Every row carries the tool versions and the parameters that produced it.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Iterable
+
+from ethosweep.matrix.boards import board_from_params, fit
+from ethosweep.results.table import KEY_COLUMNS, cell_id, firmware_footer, number
+from ethosweep.runtime.errors import failure_reason
+from ethosweep.runtime.io import atomic_write_text, read_json
+from ethosweep.runtime.provenance import TOOLS, tool_versions
+
+COLUMNS = KEY_COLUMNS + [
+    "status",
+    "reason",
+    "delegation",
+    "partitions",
+    "npu_ops",
+    "cpu_ops",
+    "cpu_operators",
+    "vela_macs",
+    "vela_cycles_total",
+    "vela_cycles_npu",
+    "vela_inference_ms",
+    "vela_inferences_per_s",
+    "vela_mac_utilisation_pct",
+    "vela_sram_kib",
+    "vela_off_chip_flash_kib",
+    "vela_on_chip_flash_kib",
+    "vela_dram_kib",
+    "vela_core_clock_mhz",
+    "vela_traffic_kib",
+    "pte_bytes",
+    "planned_buffer_kib",
+    "fit",
+    "fit_sram_margin_kib",
+    "fit_flash_margin_kib",
+    "fit_dram_margin_kib",
+    "board_npu_clock_mhz",
+    "board_inference_ms",
+    "deploy",
+    "numerics",
+    "numerics_reason",
+    "numerics_layer",
+    "data",
+    "top1_float",
+    "top1_quantized",
+    "top1_npu",
+    "agreement_npu_vs_float",
+    "max_error_steps",
+    "mean_error_steps",
+    "cosine_npu_vs_float",
+    "relative_error_npu_vs_float",
+    "snr_db_npu_vs_float",
+    "worst_layer",
+    "firmware",
+    "runner_method_pool_kib",
+    "runner_scratch_pool_kib",
+    "npu_runner",
+    "npu_runner_code_kib",
+    "fvp_run",
+    "fvp_npu_cycles",
+    "fvp_cpu_cycles",
+    "fvp_bundleio",
+    "header",
+    "pte",
+    "optimise",
+    "arena_cache_size",
+    "vela_config",
+    "seed",
+    *TOOLS.keys(),
+    "ethosweep",
+]
+
+
+def cell_key(cell: dict, board: dict | None = None) -> dict:
+    return {
+        "model": cell["model"],
+        "quantization": cell["quant"],
+        "target": cell["target"],
+        "system_config": cell["system_config"],
+        "memory_mode": cell["memory_mode"],
+        "board": board["name"] if board else "",
+    }
+
+
+def board_columns(board: dict, cell: dict, lowered: dict, figures: dict) -> dict:
+    """The fit of a cell on a board, its inference time at the board's NPU clock, its bundle."""
+    verdict = fit(
+        board_from_params(board), cell["memory_mode"], lowered["pte_bytes"], figures, lowered["planned_buffer_bytes"]
+    )
+    margins = verdict.margins_kib
+    return {
+        "board": board["name"],
+        "fit": verdict.verdict,
+        **{f"fit_{r}_margin_kib": margins.get(r, "") for r in ("sram", "flash", "dram")},
+        "board_npu_clock_mhz": board["npu_clock_mhz"],
+        # Vela's cycles at the board's NPU clock (Vela's own time assumes the system config's clock)
+        "board_inference_ms": round(figures["cycles_total"] / (board["npu_clock_mhz"] * 1e3), 4)
+        if figures.get("cycles_total")
+        else "",
+        "deploy": f"results/deploy/{board['name']}/{cell_id(cell)}",
+    }
+
+
+def _parameters(cell: dict) -> dict:
+    vela = cell.get("vela", {})
+    return {
+        "optimise": vela.get("optimise"),
+        "arena_cache_size": vela.get("arena_cache_size") or "",
+        "vela_config": vela.get("config") or "Arm/vela.ini",
+        "seed": cell.get("seed"),
+    }
+
+
+NUMERIC_COLUMNS = (
+    "top1_float",
+    "top1_quantized",
+    "top1_npu",
+    "agreement_npu_vs_float",
+    "max_error_steps",
+    "mean_error_steps",
+    "cosine_npu_vs_float",
+    "relative_error_npu_vs_float",
+    "snr_db_npu_vs_float",
+)
+
+
+def numerics_columns(lowered: dict, verified: dict) -> dict:
+    """The verify stage's figures for this cell, if the TOSA it verified is the cell's own."""
+    cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
+    verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
+    if cell_tosa != verified_tosa:
+        return {"numerics": "unverified", "numerics_reason": "the cell's TOSA differs from the verified TOSA"}
+    metrics = verified["metrics"]
+    worst = verified.get("worst_layers") or []
+    return {
+        "numerics": verified["verdict"],
+        "numerics_reason": verified["reason"],
+        "numerics_layer": verified["layer"],
+        "data": verified["data"],
+        **{k: metrics.get(k, "") if metrics.get(k) is not None else "" for k in NUMERIC_COLUMNS},
+        "worst_layer": f"{worst[0]['layer']} (-{worst[0]['snr_drop_db']} dB)" if worst else "",
+    }
+
+
+def cell_rows(
+    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str
+) -> list[dict]:
+    """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
+    row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report)
+    if not cell.get("boards"):
+        return [row]
+    lowered, figures = read_json(compile_meta), read_json(vela_summary)["cell"]
+    return [{**row, **board_columns(board, cell, lowered, figures)} for board in cell["boards"]]
+
+
+def cell_row(
+    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str
+) -> dict:
+    """The summary row of a cell whose stages all completed (without board columns)."""
+    lowered, table, vela = read_json(compile_meta), read_json(delegation), read_json(vela_summary)
+    figures = vela["cell"]
+    row = {
+        **cell_key(cell),
+        "status": "ok",
+        "reason": "" if table["delegated"] == "full" else _delegation_reason(table),
+        "delegation": table["delegated"],
+        "partitions": table["partitions"],
+        "npu_ops": table["npu_ops"],
+        "cpu_ops": table["cpu_compute_ops"],
+        "cpu_operators": "; ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()),
+        "pte_bytes": lowered["pte_bytes"],
+        "planned_buffer_kib": round(lowered["planned_buffer_bytes"] / 1024, 2),
+        "pte": pte,
+        "header": header,
+        **_parameters(cell),
+        **{k: lowered["versions"].get(k, "") for k in [*TOOLS, "ethosweep"]},
+        **numerics_columns(lowered, read_json(verify_report)),
+    }
+    if figures:
+        row.update(
+            {
+                "vela_macs": figures["nn_macs"],
+                "vela_cycles_total": figures["cycles_total"],
+                "vela_cycles_npu": figures["cycles_npu"],
+                "vela_inference_ms": round(figures["inference_time_ms"], 4),
+                "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
+                "vela_mac_utilisation_pct": round(100 * figures["mac_utilisation"], 2)
+                if figures["mac_utilisation"] is not None
+                else "",
+                "vela_sram_kib": round(figures["sram_memory_used"], 2),
+                "vela_off_chip_flash_kib": round(figures["off_chip_flash_memory_used"], 2),
+                "vela_on_chip_flash_kib": round(figures["on_chip_flash_memory_used"], 2),
+                "vela_dram_kib": round(figures["dram_memory_used"], 2),
+                "vela_core_clock_mhz": round(figures["core_clock"] / 1e6, 1),
+                # bytes moved through every memory (Vela), for the report's roofline
+                "vela_traffic_kib": round(
+                    sum(
+                        figures.get(k) or 0
+                        for k in (
+                            "sram_total_bytes",
+                            "dram_total_bytes",
+                            "on_chip_flash_total_bytes",
+                            "off_chip_flash_total_bytes",
+                        )
+                    )
+                    / 1024,
+                    2,
+                ),
+            }
+        )
+    return row
+
+
+def _delegation_reason(table: dict) -> str:
+    if table["delegated"] == "none":
+        return "nothing delegated: the whole model runs on the CPU"
+    reasons = table.get("cpu_reasons", {})
+    return "partly delegated; on the CPU: " + "; ".join(
+        f"{op} ({reasons[op]})" if op in reasons else op for op in table["cpu_operators"]
+    )
+
+
+def failed_rows(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> list[dict]:
+    """The rows of a cell that did not complete (one per board it is on, else one)."""
+    row = failed_row(cell, stage_logs)
+    return [{**row, "board": b["name"]} for b in cell["boards"]] if cell.get("boards") else [row]
+
+
+def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:
+    """The row of a cell that did not complete: the first stage that failed and why."""
+    for stage, log in stage_logs:
+        reason = failure_reason(log)
+        if reason is not None:
+            status, why = "failed", f"{stage}: {reason}"
+            break
+    else:
+        status, why = "not run", "an earlier stage failed or the run was interrupted"
+    return {**cell_key(cell), "status": status, "reason": why, **_parameters(cell), **_versions_now()}
+
+
+def _versions_now() -> dict:
+    versions = tool_versions()
+    return {k: versions.get(k, "") for k in [*TOOLS, "ethosweep"]}
+
+
+def to_csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row.get(c, "") for c in COLUMNS})
+    return buffer.getvalue()
+
+
+def write_summary(rows: list[dict], path: str | Path) -> None:
+    atomic_write_text(path, to_csv(rows))
+
+
+def format_table(rows: list[dict]) -> str:
+    """The matrix at a glance, for the terminal."""
+    headers = [
+        "model",
+        "q",
+        "target",
+        "memory mode",
+        "board",
+        "status",
+        "NPU/CPU ops",
+        "Vela cycles",
+        "ms",
+        "SRAM KiB",
+        "flash+DRAM KiB",
+        ".pte KiB",
+        "fit",
+        "top-1 float/NPU",
+        "NPU vs quant",
+    ]
+    lines = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        flash = sum(
+            number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib")
+        )
+        lines.append(
+            [
+                r["model"],
+                r["quantization"],
+                r["target"],
+                r["memory_mode"],
+                r.get("board", ""),
+                r["status"] if r.get("status") != "ok" or not r.get("reason") else f"ok ({r.get('delegation')})",
+                f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
+                f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
+                if ok and r.get("vela_cycles_total") not in ("", None)
+                else "",
+                f"{number(r.get('vela_inference_ms'), 0.0):.3f}"
+                if ok and r.get("vela_inference_ms") not in ("", None)
+                else "",
+                f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+                f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+                f"{number(r.get('pte_bytes'), 0.0) / 1024:.1f}" if ok else "",
+                _fit_cell(r) if ok else "",
+                f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}"
+                if ok and r.get("top1_npu") not in ("", None)
+                else "",
+                _numerics_cell(r) if ok else "",
+            ]
+        )
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
+    fmt = "  ".join(f"{{:{'>' if i >= 6 else '<'}{w}}}" for i, w in enumerate(widths))
+    out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
+    out += [fmt.format(*line) for line in lines]
+    failed = [r for r in rows if r.get("status") != "ok"]
+    out.append("")
+    cells = {cell_id(r) for r in rows}
+    failed_cells = {cell_id(r) for r in failed}
+    on_boards = f" ({len(rows)} rows: a cell appears once per board it is on)" if len(rows) != len(cells) else ""
+    out.append(
+        f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
+        "cycles and memory are Vela's compiler estimates."
+    )
+    for r in failed:
+        out.append(
+            f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: "
+            f"{r.get('reason', '')}"
+        )
+    for r in rows:
+        if r.get("fit", "").startswith("does not fit"):
+            out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
+    # numerics are verified per model and TOSA profile: one line per model and finding
+    found: dict[tuple, set] = {}
+    for r in rows:
+        if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
+            key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_reason", ""))
+            found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
+    for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
+        targets = ", ".join(sorted({t for t, _ in cells}))
+        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")
+    out += firmware_footer(rows)
+    return "\n".join(out)
+
+
+def _fit_cell(row: dict) -> str:
+    verdict = row.get("fit", "")
+    if not verdict:
+        return ""
+    if verdict == "fits":
+        return "fits"
+    return "NO: " + ", ".join(part.split(" needs")[0] for part in verdict.removeprefix("does not fit: ").split("; "))
+
+
+def _pct(value) -> str:
+    return f"{100 * number(value, 0.0):.1f}%"
+
+
+def _numerics_cell(row: dict) -> str:
+    """The verdict, or for ok the NPU path's distance from the quantized model ('max 0 step')."""
+    if row.get("numerics") != "ok" and row.get("numerics"):
+        return row["numerics"]
+    steps = row.get("max_error_steps")
+    return f"max {number(steps, 0.0):g} step" if steps not in ("", None) else "ok"
+
+
+def firmware_columns(plan: dict, run: dict | None) -> dict:
+    """What the firmware and FVP stages say about a cell: one line each when they could not
+    run (what is missing), the runner's pools, and the FVP's simulated numbers when they ran."""
+    columns = {
+        "firmware": plan["firmware"] if plan["firmware"] != "ready" else "built",
+        "runner_method_pool_kib": round(plan["pools"]["method_allocator_bytes"] / 1024, 1),
+        "runner_scratch_pool_kib": round(plan["pools"]["scratch_bytes"] / 1024, 1),
+        "fvp_run": plan["run"],
+    }
+    if run is not None:
+        columns.update(
+            {
+                "fvp_run": "ok",
+                "fvp_npu_cycles": run["npu_cycles"] if run["npu_cycles"] is not None else "",
+                "fvp_cpu_cycles": run["cpu_cycles_total"] if run["cpu_cycles_total"] is not None else "",
+                "fvp_bundleio": run["bundleio"] or "",
+            }
+        )
+    return columns
+
+
+def npu_runner_columns(firmware: dict | None, state: str) -> dict:
+    """ethosweep's own runner with the Ethos-U delegate (Corstone-300 layout): linked, or why not."""
+    if firmware is None:
+        return {"npu_runner": state}
+    return {
+        "npu_runner": f"linked for Corstone-300 ({firmware['elf_bytes']} B ELF, {firmware['fit']['line']}); "
+        f"{firmware['run']}",
+        "npu_runner_code_kib": round(firmware["text"] / 1024, 1),
+    }
+
+
+def summarize(
+    cells: list[dict],
+    compile_meta: list[str],
+    delegation: list[str],
+    vela_summary: list[str],
+    pte: list[str],
+    header: list[str],
+    verify_report: list[str],
+    summary: str,
+    firmware_plan: list[str] | None = None,
+    fvp_run: dict[str, str] | None = None,
+    npu_runner: dict[str, str] | None = None,
+    npu_runner_state: list[str] | None = None,
+) -> list[dict]:
+    """Write results/summary.csv from every cell's stage outputs (lists in matrix order;
+    `fvp_run` by cell id, for the cells that ran on an FVP)."""
+    plans = firmware_plan or [None] * len(cells)
+    fvp_run = fvp_run or {}
+    states = npu_runner_state or [None] * len(cells)
+    rows = []
+    for cell, plan, state, *paths in zip(
+        cells, plans, states, compile_meta, delegation, vela_summary, pte, header, verify_report, strict=True
+    ):
+        extra = {}
+        if plan is not None:
+            run = fvp_run.get(cell_id(cell))
+            extra = firmware_columns(read_json(plan), read_json(run) if run else None)
+        if state is not None:
+            linked = (npu_runner or {}).get(cell_id(cell))
+            extra.update(npu_runner_columns(read_json(linked) if linked else None, state))
+        rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
+    write_summary(rows, summary)
+    return rows

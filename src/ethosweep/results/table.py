@@ -1,0 +1,78 @@
+"""The summary table as every reader of it sees it: reading it, a row's cell, a number in it.
+
+The summary (results/summary.csv) is written by ethosweep.results.summary and read by the
+report, the CPU summary and `ethosweep compare`; what they share about its rows lives here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+
+CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode")
+KEY_COLUMNS = [*CELL_FIELDS, "board"]
+
+
+def read_summary_csv(path: str | Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def number(value, default=math.nan):
+    """A CSV field as a float; `default` for a blank or non-numeric field."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def cell_id(cell: dict) -> str:
+    """A cell's path below each stage's results folder: model/quant/target/system config/memory mode.
+
+    Takes a cell record (key "quant") or a summary row (key "quantization")."""
+    quant = cell["quant"] if "quant" in cell else cell["quantization"]
+    return "/".join((cell["model"], quant, cell["target"], cell["system_config"], cell["memory_mode"]))
+
+
+def unique_cells(rows: list[dict]) -> list[dict]:
+    """One row per compiled cell (a cell on several boards has a row per board)."""
+    seen, cells = set(), []
+    for row in rows:
+        key = cell_id(row)
+        if key not in seen:
+            seen.add(key)
+            cells.append(row)
+    return cells
+
+
+def firmware_footer(rows: list[dict]) -> list[str]:
+    """The firmware/FVP state in a line each (the same reasons repeat for every cell; the CSV's
+    firmware and fvp_run columns have them in full)."""
+    lines = []
+    missing_firmware = {
+        part.split(":")[0]
+        for r in rows
+        if r.get("firmware", "").startswith("not configured: ")
+        for part in r["firmware"].removeprefix("not configured: ").split("; ")
+    }
+    if missing_firmware:
+        lines.append(
+            f"firmware: not configured, missing {', '.join(sorted(missing_firmware))} (README 'Firmware and FVP')"
+        )
+    missing_fvp = sorted(
+        {m.group(1) for r in rows for m in [re.search(r"(FVP_\S+) not found", r.get("fvp_run", ""))] if m}
+    )
+    if missing_fvp:
+        lines.append(f"FVP runs: none, {', '.join(missing_fvp)} not found (Arm downloads)")
+    linked = [r for r in rows if r.get("npu_runner", "").startswith("linked")]
+    if linked:
+        lines.append(
+            f"NPU runners: {len(linked)} cell row(s) linked with ethosweep's runner (Corstone-300 layout); "
+            "not run: QEMU models no NPU, the FVP is an Arm download"
+        )
+    ran = [r for r in rows if r.get("fvp_run") == "ok"]
+    if ran:
+        lines.append(f"{len(ran)} cell(s) ran on an FVP: fvp_ cycles are simulated (NPU cycle-accurate, CPU not).")
+    return lines

@@ -1,0 +1,65 @@
+"""A content hash of the library code a stage runs.
+
+Snakemake reruns a job when its rule, script or params change, but it does not
+see the modules the script imports. Each rule passes the hash of its stage
+module and everything that module imports from this package as a param, so
+editing the library reruns exactly the stages that use the edited code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "ethosweep"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def module_path(module: str) -> Path:
+    rel = module.removeprefix(PACKAGE).lstrip(".").replace(".", "/")
+    candidate = PACKAGE_DIR / rel
+    if candidate.is_dir():
+        return candidate / "__init__.py"
+    return candidate.with_suffix(".py") if rel else PACKAGE_DIR / "__init__.py"
+
+
+def package_imports(module: str) -> set[str]:
+    """The ethosweep modules that `module` imports directly."""
+    tree = ast.parse(module_path(module).read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import inside the package
+                parent = module.rsplit(".", node.level)[0]
+                base = f"{parent}.{base}" if base else parent
+            if base == PACKAGE or base.startswith(PACKAGE + "."):
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if module_path(sub).exists() and sub != base else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(PACKAGE + "."))
+    return {m for m in found if m != PACKAGE and module_path(m).exists()}
+
+
+@lru_cache(maxsize=None)
+def closure(module: str) -> tuple[str, ...]:
+    """`module` and every package module it reaches through imports, sorted."""
+    seen, todo = set(), [module]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo.extend(package_imports(current) - seen)
+    return tuple(sorted(seen))
+
+
+def code_version(module: str) -> str:
+    """sha256 (shortened) over the source of `module`'s import closure."""
+    digest = hashlib.sha256()
+    for name in closure(module):
+        digest.update(name.encode() + b"\0" + module_path(name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

@@ -1,0 +1,108 @@
+"""Executing one job's stage: its output in the job's log, supervised, ending in one outcome.
+
+Used by the job's own process (ethosweep.runtime.jobs, when no warm worker runs it) and by the
+warm worker's fresh fork (ethosweep.runtime.worker): both import this module, neither imports
+the other's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from ethosweep.runtime.errors import FAILURE_PREFIX, StageError
+from ethosweep.runtime.provenance import tool_versions
+from ethosweep.runtime.supervise import Limits, run_supervised
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """'package.module:function' -> the function (imported on first use)."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def execute(request: dict[str, Any]) -> dict[str, Any]:
+    """Run a request's stage in a supervised child, its output in the job's log. Returns {"ok", "reason"}."""
+    log_path = Path(request["log"])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
+        print(f"ethosweep: {request['label']}", flush=True)
+        print(f"ethosweep: tools {tool_versions()}", flush=True)
+        started = time.perf_counter()
+        limits = Limits.of(request.get("rule", ""), request.get("resources") or {})
+        outcome = run_supervised(lambda: run_here(request), limits)
+        if outcome["ok"]:
+            print(
+                f"ethosweep: done in {time.perf_counter() - started:.1f} s "
+                f"(process peak RSS {outcome['peak_rss_mib']:.0f} MiB)",
+                flush=True,
+            )
+        else:
+            print(f"{FAILURE_PREFIX}{outcome['reason']}", flush=True)
+    return {"ok": outcome["ok"], "reason": outcome["reason"]}
+
+
+def run_here(request: dict[str, Any]) -> dict[str, Any]:
+    """Run the request's stage in this process (the supervised child)."""
+    _limit_threads(request.get("threads", 1))
+    _configure_logging()
+    try:
+        resolve(request["ref"])(**request["kwargs"])
+    except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+        if not isinstance(error, StageError):
+            traceback.print_exc()
+        return {"ok": False, "reason": one_line(error)}
+    return {"ok": True, "reason": ""}
+
+
+def one_line(error: BaseException) -> str:
+    """The first meaningful line of an error, prefixed by its type unless it is ours."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if len(text) > 400:
+        text = text[:397] + "..."
+    return text if isinstance(error, StageError) else f"{type(error).__name__}: {text}"
+
+
+def _limit_threads(threads: int) -> None:
+    """Use the threads Snakemake gave the job, not every core (jobs run side by side)."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:  # a warm worker imported it already
+        sys.modules["torch"].set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def _redirect_fds(log):
+    """Send fds 1 and 2 (Python and C-level output: Vela, torch warnings) to the log."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    # ExecuTorch passes --verbose-all to Vela when its logger is at INFO:
+    # megabytes of log per cell, so only ethosweep's own messages are at INFO.
+    logging.getLogger("ethosweep").setLevel(logging.INFO)

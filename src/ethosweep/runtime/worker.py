@@ -1,0 +1,295 @@
+"""A warm fork server for the jobs that import torch and ExecuTorch.
+
+Importing torch + ExecuTorch's Arm backend costs 7-15 s per process, more than
+most jobs' own work. Every Snakemake job stays a job (its own inputs, outputs,
+log and staleness), but instead of importing everything itself, a job's thin
+client asks this server to run it: the server has imported the heavy
+*third-party* modules once and forks a fresh child per job.
+
+Why it is safe:
+- No stale state: the server never runs job code and never imports ethosweep's
+  stage modules; each job runs in a new fork that imports them from disk (so
+  library edits are seen), with the client's working directory, environment and
+  sys.path. A server is keyed by a fingerprint of the Python environment
+  (interpreter and versions of the heavy packages): after `uv sync` changes
+  them, clients start a new server and the old one times out.
+- Crash-safe: a job that crashes kills only its child; the client reports the
+  failure and Snakemake handles it like any failed job. If the server cannot be
+  reached or started, the client runs the job in-process instead.
+- Clean shutdown: the server exits after `IDLE_SECONDS` without jobs, or when
+  told to (the workflow does so when a run ends). A child whose client goes away
+  (Snakemake interrupted) stops its job, so no orphan keeps writing outputs.
+- Single-threaded accept loop, fork per connection: no locks held by other
+  threads at fork time. Only the client's user can reach the socket (0700 dir).
+
+Set ETHOSWEEP_WORKER=0 to run every job in its own process instead. Inside a cluster
+job (SLURM_JOB_ID set) the worker is off unless ETHOSWEEP_WORKER=1 is set explicitly:
+a server started there would outlive the job's allocation on clusters that do not track
+processes by cgroup, and most cluster jobs run a single stage anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+IDLE_SECONDS = 300
+START_TIMEOUT_SECONDS = 180
+PRELOAD = (
+    "torch",
+    "torchvision",
+    "torchao.quantization.pt2e.quantize_pt2e",
+    "executorch.exir",
+    "executorch.exir.serde.serialize",
+    "executorch.backends.arm.ethosu",
+    "executorch.backends.arm.quantizer",
+    "executorch.backends.cortex_m.passes.replace_quant_nodes_pass",
+    "executorch.devtools.backend_debug",
+    "executorch.devtools",
+    "tosa_reference_model",
+    "sklearn.datasets",
+)
+_FINGERPRINT_DISTS = ("torch", "torchvision", "torchao", "executorch", "ethos-u-vela", "tosa-tools", "numpy")
+
+
+def enabled() -> bool:
+    default = "0" if os.environ.get("SLURM_JOB_ID") else "1"
+    return os.environ.get("ETHOSWEEP_WORKER", default) not in ("0", "false", "no", "off")
+
+
+def fingerprint() -> str:
+    """Identifies the Python environment a server was started from, and the ethosweep checkout:
+    the server imports this package (its `runtime` modules) before forking, so two checkouts on
+    one machine (a benchmark's before and after) must not share a server."""
+    parts = [sys.executable, sys.version, str(Path(__file__).resolve().parents[1])]
+    for dist in _FINGERPRINT_DISTS:
+        try:
+            parts.append(f"{dist}=={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist}: none")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def socket_path() -> Path:
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ethosweep-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(base, 0o700)
+    return base / f"worker-{fingerprint()}.sock"
+
+
+# ---- client -------------------------------------------------------------------
+
+
+class Unavailable(Exception):
+    """No server could be reached or started: run the job in-process."""
+
+
+def submit(request: dict[str, Any]) -> dict[str, Any]:
+    """Run a job request in a warm server's child; returns its outcome dict."""
+    path = socket_path()
+    conn = _connect(path) or _start_and_connect(path)
+    with conn:
+        conn.sendall((json.dumps(request) + "\n").encode())
+        reply = _read_line(conn)
+    if not reply:
+        return {"ok": False, "reason": "the job's worker process died without a result (see the job's log)"}
+    return json.loads(reply)
+
+
+def shutdown() -> bool:
+    """Ask this environment's server to exit (running jobs finish). True if one was running."""
+    conn = _connect(socket_path())
+    if conn is None:
+        return False
+    with conn:
+        conn.sendall(b'{"shutdown": true}\n')
+        _read_line(conn)
+    return True
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def _start_and_connect(path: Path) -> socket.socket:
+    """Start a server (one per environment, whoever gets the lock) and connect to it."""
+    with open(f"{path}.spawn", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent first jobs wait for one server
+        conn = _connect(path)
+        if conn is not None:
+            return conn
+        log = open(f"{path}.log", "a")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ethosweep.runtime.worker", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            conn = _connect(path)
+            if conn is not None:
+                return conn
+            if process.poll() is not None:
+                raise Unavailable(f"the worker exited with status {process.returncode} (see {path}.log)")
+            time.sleep(0.2)
+        process.kill()
+        raise Unavailable(f"the worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return b"".join(chunks).strip()
+
+
+# ---- server -------------------------------------------------------------------
+
+
+def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
+    with open(f"{path}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another worker serves {path}", flush=True)
+            return
+        started = time.perf_counter()
+        # ETHOSWEEP_WORKER_PRELOAD (comma-separated modules) lets the tests start a light server.
+        preload = os.environ.get("ETHOSWEEP_WORKER_PRELOAD")
+        for module in preload.split(",") if preload else PRELOAD:
+            __import__(module)
+        # Move everything imported so far out of the cyclic GC's reach: with torch and
+        # ExecuTorch loaded, a full collection walks ~600k objects (~0.3 s, and in a fork it
+        # writes to every one of them, copying the whole heap). Children inherit the freeze.
+        gc.freeze()
+        print(f"worker {os.getpid()}: preloaded in {time.perf_counter() - started:.1f} s", flush=True)
+
+        path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(64)
+        listener.settimeout(1.0)
+        children: set[int] = set()
+        last_activity = time.monotonic()
+        try:
+            while True:
+                _reap(children)
+                if not children and time.monotonic() - last_activity > idle_seconds:
+                    print("worker: idle, exiting", flush=True)
+                    break
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                last_activity = time.monotonic()
+                conn.settimeout(10)
+                try:
+                    request = json.loads(_read_line(conn) or b"{}")
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                if request.get("shutdown"):
+                    conn.sendall(b'{"ok": true}\n')
+                    conn.close()
+                    print("worker: shutdown requested", flush=True)
+                    break
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    os._exit(_child(conn, request))
+                children.add(pid)
+                conn.close()
+        finally:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_ino == os.stat(path).st_ino:
+                    path.unlink()
+
+
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
+        with contextlib.suppress(ChildProcessError):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if not done:
+                continue
+        children.discard(pid)
+
+
+def _child(conn: socket.socket, request: dict[str, Any]) -> int:
+    """Run one job in this fresh fork; reply with its outcome."""
+    conn.settimeout(None)
+    finished = threading.Event()
+    try:
+        os.setsid()  # its own process group: the job's subprocesses (Vela) stop with it
+        _adopt_client_context(request)
+        _stop_when_client_leaves(conn, finished)
+        from ethosweep.runtime.execute import execute  # fresh from the client's sys.path
+
+        outcome = execute(request)
+    except BaseException as error:  # noqa: BLE001 - the reply must always be sent
+        outcome = {"ok": False, "reason": f"{type(error).__name__}: {error}"}
+    finished.set()
+    try:
+        conn.sendall((json.dumps(outcome) + "\n").encode())
+    except OSError:
+        pass
+    return 0 if outcome.get("ok") else 1
+
+
+def _adopt_client_context(request: dict[str, Any]) -> None:
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[:] = request["sys_path"]
+    for name in [m for m in sys.modules if m == "ethosweep" or m.startswith("ethosweep.")]:
+        del sys.modules[name]
+    signal.signal(signal.SIGTERM, _raise_system_exit)
+
+
+def _raise_system_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _stop_when_client_leaves(conn: socket.socket, finished: threading.Event) -> None:
+    """If the client disconnects before the job is done, stop the job (SIGTERM: temp files are removed)."""
+
+    def watch():
+        try:
+            data = conn.recv(1)
+        except OSError:
+            data = b""
+        if not data and not finished.is_set():
+            os.killpg(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_SECONDS)

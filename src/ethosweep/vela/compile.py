@@ -1,0 +1,356 @@
+"""Stage 4, vela: per cell, one Vela run per partition and the cell's .pte.
+
+The lower stage keeps each (model, scheme, TOSA profile)'s program with the TOSA of
+every delegated partition as its payload (the *template*). For a cell this stage
+1. compiles each partition's TOSA with ExecuTorch's own Vela entry point
+   (`executorch.backends.arm.arm_vela.vela_compile`, what EthosUBackend.preprocess calls)
+   and the cell's Vela flags, so the payload is the one the Ethos-U backend embeds;
+   `--verbose-performance` makes the same run write the per-layer CSV and the summary;
+2. puts the payloads and the cell's compile specs into the template and serialises it
+   with ExecuTorch's .pte serialiser: byte-identical to what to_edge_transform_and_lower
+   with EthosUPartitioner gives for the cell (tests/test_compile_once.py).
+
+Vela runs in a forked child (ethosweep.runtime.isolation): a crash in its native compiler fails
+this cell with the signal's name, and the partition's TOSA, the vela.ini and the exact
+command line are kept in `repro/` beside the cell's outputs to reproduce it outside the sweep.
+
+All numbers are Vela's *compiler estimates* (its performance model), not measurements.
+Cell figures from several partitions: the partitions run one after another, so cycles,
+MACs, inference time and off-chip/flash traffic add up, while the SRAM arena is reused
+by each in turn, so the cell's SRAM need is the largest partition's. Weights and command
+streams are stored side by side, so flash and DRAM use add up.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import logging
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
+from ethosweep.matrix import targets as tg
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.integrity import verify
+from ethosweep.runtime.io import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ethosweep.runtime.isolation import ToolCrashed, ToolFailed, call_in_child
+from ethosweep.runtime.provenance import tool_versions
+
+log = logging.getLogger(__name__)
+
+# Summary fields that add up over partitions, and those where the cell needs the largest.
+SUMMED = (
+    "cycles_total",
+    "cycles_npu",
+    "cycles_sram_access",
+    "cycles_dram_access",
+    "cycles_on_chip_flash_access",
+    "cycles_off_chip_flash_access",
+    "nn_macs",
+    "inference_time",
+    "dram_memory_used",
+    "on_chip_flash_memory_used",
+    "off_chip_flash_memory_used",
+    "total_original_weights",
+    "total_npu_encoded_weights",
+    "sram_total_bytes",
+    "dram_total_bytes",
+    "on_chip_flash_total_bytes",
+    "off_chip_flash_total_bytes",
+)
+PEAK = ("sram_memory_used",)
+SHARED = (
+    "accelerator_configuration",
+    "system_config",
+    "memory_mode",
+    "core_clock",
+    "arena_cache_size",
+    "weights_storage_area",
+    "feature_map_storage_area",
+)
+
+# Added to the cell's flags for this run only: the per-layer CSV. It changes no byte of
+# Vela's output (checked in tests/test_compile_once.py), and the .pte records the flags
+# without it, as aot_arm_compiler's does.
+REPORT_FLAGS = ("--verbose-performance",)
+
+
+# ---- Vela's reports -----------------------------------------------------------------
+
+
+def read_summary(path: Path) -> dict:
+    with open(path, newline="") as f:
+        row = next(csv.DictReader(f))
+    return {key: _parse(value) for key, value in row.items()}
+
+
+def read_per_layer(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{key.strip(): _parse(value) for key, value in row.items()} for row in csv.DictReader(f)]
+
+
+def _parse(text):
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        return text
+    return int(number) if number.is_integer() and "." not in str(text) else number
+
+
+def aggregate(partitions: list[dict]) -> dict:
+    """One cell's figures from its partitions' summaries (see the module docstring)."""
+    if not partitions:
+        return {}
+    cell = {key: partitions[0].get(key) for key in SHARED}
+    for key in SUMMED:
+        cell[key] = sum(p.get(key) or 0 for p in partitions)
+    for key in PEAK:
+        cell[key] = max(p.get(key) or 0 for p in partitions)
+    cell["partitions"] = len(partitions)
+    cell["inference_time_ms"] = cell["inference_time"] * 1e3
+    cell["inferences_per_second"] = 1.0 / cell["inference_time"] if cell["inference_time"] else None
+    cell["mac_utilisation"] = mac_utilisation(
+        cell["nn_macs"], cell["cycles_total"], partitions[0].get("accelerator_configuration")
+    )
+    return cell
+
+
+def mac_utilisation(macs: int, cycles: int, accelerator: str | None) -> float | None:
+    """Achieved MACs per cycle over the accelerator's peak (the number in its name)."""
+    try:
+        peak = int(str(accelerator).rsplit("_", 1)[-1])
+    except ValueError:
+        return None
+    return macs / (cycles * peak) if cycles else None
+
+
+def _layers_csv(rows: list[dict]) -> str:
+    if not rows:
+        return "partition\n"
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+# ---- compiling a partition ----------------------------------------------------------------
+
+
+def _vela_in_child(tosa: bytes, flags: list[str], workdir: str) -> bytes:
+    """Runs in the forked child: ExecuTorch's vela_compile, reports left in `workdir`/output."""
+    from executorch.backends.arm.arm_vela import vela_compile
+
+    result = vela_compile(tosa, [*flags, *REPORT_FLAGS], intermediate_path=workdir)
+    if result.external_blocks:  # only with compile-spec block placements, which ethosweep never sets
+        raise StageError("Vela returned external blocks; ethosweep keeps every payload inline")
+    return result.processed_bytes
+
+
+def compile_partition(tosa: bytes, flags: list[str], workdir: Path, what: str) -> tuple[bytes, dict, list[dict]]:
+    """Vela on one partition's TOSA: (payload, summary row, per-layer rows)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    payload = call_in_child(_vela_in_child, tosa, flags, str(workdir), what=what)
+    (summary_file,) = sorted((workdir / "output").glob("out_summary_*.csv"))
+    return payload, read_summary(summary_file), read_per_layer(workdir / "output" / "out_per-layer.csv")
+
+
+# ---- the cell's .pte --------------------------------------------------------------------
+
+
+def template_partitions(template: bytes) -> list[bytes]:
+    """Each delegate's payload in the template (its TOSA), in execution order."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(template).program
+    return [
+        bytes(program.backend_delegate_data[d.processed.index].data)
+        for plan in program.execution_plan
+        for d in plan.delegates
+    ]
+
+
+def assemble_pte(template: bytes, payloads: list[bytes], compile_specs: list[tuple[str, bytes]]) -> bytes:
+    """The template with each delegate's payload and compile specs replaced, serialised.
+
+    Delegate data is shared between delegates with identical payloads, in order of first
+    use, as ExecuTorch's emitter does (it keys them by a hash of the payload).
+    """
+    from executorch.exir import schema
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    pte = deserialize_pte_binary(template)
+    program = pte.program
+    delegates = [d for plan in program.execution_plan for d in plan.delegates]
+    if len(delegates) != len(payloads):
+        raise StageError(f"the template has {len(delegates)} delegates, but {len(payloads)} payloads were compiled")
+    index_of: dict[bytes, int] = {}
+    data = []
+    for delegate, payload in zip(delegates, payloads):
+        key = hashlib.sha256(payload).digest()
+        if key not in index_of:
+            index_of[key] = len(data)
+            data.append(schema.BackendDelegateInlineData(data=payload))
+        delegate.processed = schema.BackendDelegateDataReference(
+            location=delegate.processed.location, index=index_of[key]
+        )
+        delegate.compile_specs = [schema.CompileSpec(key=k, value=v) for k, v in compile_specs]
+    program.backend_delegate_data = data
+    return bytes(serialize_pte_binary(pte))
+
+
+# ---- reproducers ------------------------------------------------------------------------
+
+
+def vela_ini_path(vela: dict) -> Path:
+    """The vela.ini file the cell's flags name: a user's file, or the one inside Vela."""
+    if vela.get("config"):
+        return Path(vela["config"])
+    return tg.builtin_vela_ini_path()
+
+
+def write_reproducer(folder: Path, tosa: bytes, index: int, flags: list[str], vela: dict, reason: str) -> Path:
+    """The partition's TOSA, the vela.ini and the command line that reproduce a Vela failure."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    tosa_name = f"partition_{index}.tosa"
+    (folder / tosa_name).write_bytes(tosa)
+    shutil.copyfile(vela_ini_path(vela), folder / "vela.ini")
+    args = ["--config=./vela.ini" if f.startswith("--config=") else f for f in flags]
+    command = ["vela", tosa_name, *args, "--output-dir=output", *REPORT_FLAGS]
+    versions = tool_versions()
+    (folder / "command.sh").write_text(
+        "#!/bin/sh\n# Reproduces the Vela failure described in README.txt.\n"
+        f'cd "$(dirname "$0")"\n{shlex.join(command)}\n'
+    )
+    (folder / "command.sh").chmod(0o755)
+    (folder / "README.txt").write_text(
+        f"Vela {versions['vela']} failed on this partition: {reason}\n\n"
+        "Reproduce it outside ethosweep, from the folder the sweep ran in:\n\n"
+        f"    uv run sh {folder}/command.sh\n\n"
+        f"or, wherever ethos-u-vela {versions['vela']} is installed, in this folder:\n\n"
+        f"    {shlex.join(command)}\n\n"
+        f"Files: {tosa_name} (the partition's TOSA, as ExecuTorch {versions['executorch']} lowered it), "
+        "vela.ini (the system configs and memory modes the flags name), command.sh (the command above).\n"
+        "Attach this folder to a report to Vela's maintainers: "
+        "https://gitlab.arm.com/artificial-intelligence/ethos-u/ethos-u-vela/-/issues\n"
+    )
+    return folder
+
+
+# ---- the stage ------------------------------------------------------------------------
+
+
+def compile_cell(
+    template: str,
+    lower_meta: str,
+    target: str,
+    system_config: str,
+    memory_mode: str,
+    vela: dict,
+    pte: str,
+    summary: str,
+    per_layer: str,
+    meta: str,
+    repro: str,
+) -> dict:
+    """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
+
+    `repro`: the folder a Vela failure leaves its reproducer in (removed after a success).
+    """
+    lowered = read_json(lower_meta)
+    template_bytes = verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
+    tosas = template_partitions(template_bytes)
+    flags = vela_flags(target, system_config, memory_mode, vela)
+    where = f"{target} / {memory_mode}" + (
+        f" ({system_config})" if system_config != tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)] else ""
+    )
+    payloads, rows, layers, compiled = [], [], [], {}
+    with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
+        for index, tosa in enumerate(tosas):
+            key = hashlib.sha256(tosa).hexdigest()
+            if key not in compiled:  # a partition identical to an earlier one compiles identically
+                try:
+                    with running("Vela", f"compiling partition {index} for {where}"):
+                        compiled[key] = compile_partition(
+                            tosa, flags, Path(tmp) / f"partition_{index}", what=f"Vela on partition {index}"
+                        )
+                except (ToolCrashed, ToolFailed) as error:
+                    raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela) from error
+            payload, row, layer_rows = compiled[key]
+            payloads.append(payload)
+            rows.append({**row, "partition": index})
+            layers.extend({"partition": index, **layer} for layer in layer_rows)
+    pte_bytes = assemble_pte(template_bytes, payloads, cell_compile_specs(target, system_config, memory_mode, vela))
+    shutil.rmtree(repro, ignore_errors=True)  # a reproducer of an earlier failure no longer applies
+
+    cell = aggregate(rows)
+    atomic_write_text(per_layer, _layers_csv(layers))
+    write_json(
+        summary,
+        {
+            "source": "Vela compiler estimate (not a measurement)",
+            "vela_flags": flags,
+            "cell": cell,
+            "partitions": rows,
+            "versions": tool_versions(),
+        },
+    )
+    atomic_write_bytes(pte, pte_bytes)
+    record = {
+        "target": target,
+        "system_config": system_config,
+        "memory_mode": memory_mode,
+        "vela_options": vela,
+        "vela_flags": flags,
+        "pte_bytes": len(pte_bytes),
+        "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
+        "planned_buffer_bytes": lowered["planned_buffer_bytes"],
+        "template_sha256": lowered["template_sha256"],
+        "partitions": [
+            {"index": i, "tosa_sha256": hashlib.sha256(t).hexdigest(), "payload_bytes": len(p)}
+            for i, (t, p) in enumerate(zip(tosas, payloads))
+        ],
+        "delegated": lowered["delegated"],
+        "versions": tool_versions(),
+    }
+    write_json(meta, record)
+    if cell:
+        log.info(
+            "Vela estimate: %d cycles total (%d NPU), %.3f ms, SRAM %.1f KiB, off-chip flash %.1f KiB, %d MACs; .pte "
+            "%d bytes",
+            cell["cycles_total"],
+            cell["cycles_npu"],
+            cell["inference_time_ms"],
+            cell["sram_memory_used"],
+            cell["off_chip_flash_memory_used"],
+            cell["nn_macs"],
+            len(pte_bytes),
+        )
+    else:
+        log.info("no delegated partitions: nothing runs on the NPU; .pte %d bytes", len(pte_bytes))
+    return record
+
+
+class VelaFailure(StageError):
+    pass
+
+
+def _vela_failure(
+    error: StageError, index: int, where: str, repro: Path, tosa: bytes, flags: list[str], vela: dict
+) -> VelaFailure:
+    """The one-line failure of a cell's Vela run, after leaving a reproducer."""
+    if isinstance(error, ToolCrashed) and error.signal_name == "SIGKILL":
+        reason = f"Vela was killed (SIGKILL) compiling partition {index} for {where}: out of memory?"
+    elif isinstance(error, ToolCrashed):
+        reason = f"Vela crashed ({error.signal_name}) compiling partition {index} for {where}"
+    else:
+        reason = f"Vela failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
+    folder = write_reproducer(repro, tosa, index, flags, vela, reason)
+    return VelaFailure(f"{reason} (reproducer: {folder}/)")

@@ -1,0 +1,464 @@
+"""Stage: verify the numerics of a quantized, lowered model on real data, before any firmware.
+
+For every evaluation sample it runs
+- the float model (the exported program),
+- the quantized model in PyTorch (quantize/dequantize simulated in float: the int reference),
+- the model as the NPU computes it: the lowered graph, with each delegated partition run
+  by the TOSA reference model (tosa-tools' `tosa_reference_model`, the functional
+  specification of what the NPU computes) and the CPU-side operators (quantize,
+  dequantize, operators the NPU cannot run) run by PyTorch,
+and compares them: top-1 accuracy (with labels), top-1 agreement, the error between the
+NPU path and the quantized model in output quantization steps (ExecuTorch's own tests
+require at most 1), cosine similarity and SNR against float, and per-layer SNR of the
+quantized model against float to locate where accuracy is lost.
+
+Keyed by (model, scheme, TOSA profile), like the lower stage whose edge program it runs:
+the TOSA the NPU runs depends on nothing else (Vela compiles it per cell, but the graph it
+compiles is the same); each partition's sha256 is recorded and the summary checks it
+against the TOSA every cell's .pte was compiled from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from ethosweep.compile.artifacts import evaluation_set, load_edge, load_quantized, load_tensors
+from ethosweep.compile.datasets import load_splits
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.integrity import verify as verify_artifact
+from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
+from ethosweep.runtime.provenance import tool_versions
+from ethosweep.verify.locate import locate
+from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
+
+log = logging.getLogger(__name__)
+
+
+class NpuInterpreter(torch.fx.Interpreter):
+    """Runs a lowered graph with each delegate executed by the TOSA reference model.
+    `sample` names the input in the message if the reference model crashes."""
+
+    def __init__(self, module, sample: int | None = None):
+        super().__init__(module)
+        self.sample = sample
+        self.partitions = {
+            id(getattr(module, n.target)): i
+            for i, n in enumerate(
+                n for n in module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module")
+            )
+        }
+        self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.higher_order.executorch_call_delegate:
+            lowered, *inputs = args
+            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
+            on = f" on sample {self.sample}" if self.sample is not None else ""
+            with running("the TOSA reference model", f"running partition {self.partitions.get(id(lowered), '?')}{on}"):
+                return run_tosa(lowered.processed_bytes, inputs)
+        return super().call_function(target, args, kwargs)
+
+
+def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    import tosa_reference_model as reference
+
+    arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
+    with _quiet_c_output():  # the library prints a version notice to stdout on every run
+        outputs, status = reference.run(tosa, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
+    if status != reference.GraphStatus.TOSA_VALID:
+        raise RuntimeError(f"the TOSA reference model rejected the partition: {status}")
+    return tuple(torch.from_numpy(np.ascontiguousarray(o)) for o in outputs)
+
+
+@contextlib.contextmanager
+def _quiet_c_output():
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def tosa_partitions(graph_module) -> list[bytes]:
+    return [
+        getattr(graph_module, n.target).processed_bytes
+        for n in graph_module.graph.nodes
+        if n.op == "get_attr" and n.target.startswith("lowered_module")
+    ]
+
+
+def output_scales(graph_module) -> list[float | None]:
+    """The quantization step of each graph output (the scale of the dequantize producing it)."""
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    scales = []
+    for arg in pytree.tree_leaves(output.args[0]):
+        is_dequant = isinstance(arg, torch.fx.Node) and "dequantize_per_tensor" in str(arg.target)
+        scales.append(float(arg.args[1]) if is_dequant else None)
+    return scales
+
+
+def flat(outputs) -> list[torch.Tensor]:
+    return [t.detach().float() for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+
+
+class LayerRecorder(torch.fx.Interpreter):
+    """Records every floating-point value the graph computes, by node name."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.outputs: dict[str, torch.Tensor] = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if isinstance(result, torch.Tensor) and result.is_floating_point():
+            # a copy: later in-place operators (relu_, hardtanh_) would change a view
+            self.outputs[n.name] = result.detach().flatten().clone()
+        return result
+
+
+def snr_db(reference: torch.Tensor, test: torch.Tensor) -> float:
+    noise = float(((test - reference) ** 2).sum())
+    signal = float((reference**2).sum())
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.flatten().double(), b.flatten().double()
+    denominator = float(a.norm() * b.norm())
+    return float(a @ b) / denominator if denominator else 1.0
+
+
+def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 32) -> list[dict]:
+    """Per-layer SNR of the quantized model against float, in graph order, and the SNR each layer loses.
+
+    A layer's loss is the SNR of the activations it receives in the quantized model (after
+    their quantization) minus the SNR of what it produces: where it is large, that layer is
+    where accuracy goes. The model's inputs get an entry of their own ("x (input
+    quantization)"), whose loss is measured from the SNR an ideal quantizer of that width
+    reaches (6.02 dB per bit + 1.76 dB): a badly calibrated input range shows up there.
+    """
+    ideal = 6.02 * _activation_bits(quant_module) + 1.76
+    recorded_float, recorded_quant = defaultdict(list), defaultdict(list)
+    for sample in samples[:limit]:
+        for module, store in ((float_module, recorded_float), (quant_module, recorded_quant)):
+            recorder = LayerRecorder(module)
+            recorder.run(*sample)
+            for name, value in recorder.outputs.items():
+                store[name].append(value)
+    joined = lambda store, name: torch.cat(store[name]) if name in store else None  # noqa: E731
+    quant_nodes = {n.name: n for n in quant_module.graph.nodes}
+    folded = _batch_norms_folded_away(float_module, quant_nodes)
+
+    layers, seen_inputs = [], set()
+    for node in float_module.graph.nodes:
+        twin = quant_nodes.get(node.name)
+        if node.op != "call_function" or twin is None:
+            continue
+        # The quantizer folds batch norms into the convolution before them: compare the
+        # quantized convolution with the float batch norm's output.
+        reference, test = joined(recorded_float, folded.get(node.name, node.name)), joined(recorded_quant, node.name)
+        if reference is None or test is None or reference.shape != test.shape:
+            continue
+        output_snr = snr_db(reference, test)
+        input_snrs = []
+        for float_in, quant_in in zip(node.all_input_nodes, twin.all_input_nodes):
+            if float_in.op == "get_attr":  # a weight, not an activation
+                continue
+            a, b = joined(recorded_float, float_in.name), joined(recorded_quant, quant_in.name)
+            if a is not None and b is not None and a.shape == b.shape:
+                input_snrs.append(snr_db(a, b))
+        received = min(input_snrs) if input_snrs else math.inf
+        for float_in, quant_in in zip(node.all_input_nodes, twin.all_input_nodes):
+            if float_in.op == "placeholder" and float_in.name not in seen_inputs:
+                seen_inputs.add(float_in.name)
+                a, b = joined(recorded_float, float_in.name), joined(recorded_quant, quant_in.name)
+                if a is not None and b is not None and a.shape == b.shape:
+                    snr = snr_db(a, b)
+                    layers.append(
+                        {
+                            "layer": f"{float_in.name} (input quantization)",
+                            "snr_db": _finite(snr),
+                            "input_snr_db": None,
+                            "snr_drop_db": _finite(ideal - snr),
+                        }
+                    )
+        loss = received - output_snr if math.isfinite(output_snr) else None
+        if loss is not None and not math.isfinite(received):
+            loss = None
+        layers.append(
+            {
+                "layer": node.name,
+                "snr_db": _finite(output_snr),
+                "input_snr_db": _finite(received),
+                "snr_drop_db": _finite(loss),
+            }
+        )
+    return layers
+
+
+def _batch_norms_folded_away(float_module, quant_nodes: dict) -> dict[str, str]:
+    """float node name -> the name of the batch norm folded into it in the quantized graph."""
+    folded = {}
+    for node in float_module.graph.nodes:
+        users = list(node.users)
+        if len(users) == 1 and "batch_norm" in str(users[0].target) and users[0].name not in quant_nodes:
+            folded[node.name] = users[0].name
+    return folded
+
+
+def _activation_bits(quant_module) -> int:
+    """8 for int8 activations, 16 for int16 (a16w8): the width of the first quantize op."""
+    for node in quant_module.graph.nodes:
+        if (
+            node.op == "call_function"
+            and "quantize_per_tensor" in str(node.target)
+            and "dequantize" not in str(node.target)
+        ):
+            return 16 if node.args[-1] == torch.int16 else 8
+    return 8
+
+
+def _finite(value):
+    return None if value is None or not math.isfinite(value) else round(value, 3)
+
+
+def verify_numerics(
+    program: str,
+    quantized: str,
+    inputs: str,
+    edge: str,
+    lower_meta: str,
+    tosa_sources: str,
+    report: str,
+    bundle_io: str,
+    dataset=None,
+    classifier: bool | None = None,
+    seed: int = 0,
+    evaluation_samples: int = 500,
+    random_samples: int = 8,
+    min_agreement: float = 0.99,
+    max_error_steps: float = 1.0,
+    min_cosine: float = 0.9,
+    max_relative_error: float = 0.15,
+    bundle_samples: int = 4,
+) -> dict:
+    """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
+    NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate)."""
+    started = time.perf_counter()
+    thresholds = Thresholds(
+        max_error_steps=max_error_steps,
+        min_agreement=min_agreement,
+        min_cosine=min_cosine,
+        max_relative_error=max_relative_error,
+    )
+    exported = torch.export.load(program)
+    float_module = exported.module()
+    quant_module = load_quantized(quantized).module()
+    example_inputs = load_tensors(inputs)
+    lowered = read_json(lower_meta)
+    verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
+    npu_module = load_edge(edge).module()
+    scales = output_scales(npu_module)
+    judged_as_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
+    with torch.no_grad():
+        values_per_sample = sum(t.numel() for t in flat(float_module(*example_inputs)))
+    count, why = random_samples_needed(random_samples, values_per_sample, bool(judged_as_classifier), thresholds)
+    samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, count)
+    loaded_in = time.perf_counter() - started
+
+    float_out, quant_out, npu_out = [], [], []
+    with torch.no_grad():
+        for sample in samples:
+            float_out.append(flat(float_module(*sample)))
+            quant_out.append(flat(quant_module(*sample)))
+            npu_out.append(flat(NpuInterpreter(npu_module, sample=len(npu_out)).run(*sample)))
+    classifier_now = classifier if classifier is not None else labels is not None
+    metrics = compare(float_out, quant_out, npu_out, scales, labels, classifier_now)
+    with torch.no_grad():
+        layers = layer_report(float_module, quant_module, samples)
+    worst = sorted(
+        (layer for layer in layers if layer["snr_drop_db"] is not None), key=lambda layer: -layer["snr_drop_db"]
+    )[:3]
+
+    location = None
+    if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
+        location = locate_on(npu_module, quant_module, samples[metrics.pop("worst_sample")], read_json(tosa_sources))
+    metrics.pop("worst_sample", None)
+    untrained = untrained_weights(exported.state_dict)
+    verdict = judge(
+        metrics,
+        location,
+        thresholds,
+        classifier_now,
+        untrained,
+        worst[0] if worst else None,
+        has_data=dataset is not None,
+    )
+    record = {
+        "data": described,
+        "samples": len(samples),
+        "sampling": why if dataset is None else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
+        "classifier": classifier_now,
+        "classifier_evidence": (
+            "config (classifier: " + str(classifier).lower() + ")"
+            if classifier is not None
+            else "labelled data"
+            if labels is not None
+            else "none: judged as a regression model"
+        ),
+        "untrained_weights": untrained,
+        **verdict.as_dict(),
+        "metrics": metrics,
+        "location": location,
+        "worst_layers": worst,
+        "layers": layers,
+        "tosa_partitions": [
+            {"index": i, "tosa_sha256": hashlib.sha256(b).hexdigest()}
+            for i, b in enumerate(tosa_partitions(npu_module))
+        ],
+        "thresholds": thresholds.__dict__,
+        "seconds": {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)},
+        "versions": tool_versions(),
+    }
+    buffer = io.BytesIO()
+    torch.save({"inputs": samples[:bundle_samples], "expected": [tuple(o) for o in quant_out[:bundle_samples]]}, buffer)
+    atomic_write_bytes(bundle_io, buffer.getvalue())
+    write_json(report, record)
+    log.info(
+        "verified on %s in %.1f s: %s; %s%s",
+        described,
+        record["seconds"]["total"],
+        {k: v for k, v in metrics.items() if v is not None and not isinstance(v, list)},
+        verdict.verdict.upper(),
+        f": {verdict.reason}" if verdict.reason else "",
+    )
+    return record
+
+
+def _has_labels(dataset, example_inputs: tuple, seed: int) -> bool:
+    return dataset is not None and load_splits(dataset, example_inputs, seed).eval_y is not None
+
+
+def locate_on(npu_module, quant_module, sample: tuple, tensor_sources: list) -> dict:
+    """ethosweep.verify.locate for one sample: the delegates' inputs as the NPU path gives them."""
+    interpreter = NpuInterpreter(npu_module)
+    with torch.no_grad():
+        interpreter.run(*sample)
+    try:
+        with torch.no_grad(), running("ethosweep's layer-by-layer comparison", "on the TOSA reference model"):
+            return locate(quant_module, sample, interpreter.delegate_calls, tensor_sources).as_dict()
+    except Exception as error:  # noqa: BLE001 - a failed diagnosis must not hide the measurement
+        log.warning("could not compare layer by layer: %s", error, exc_info=True)
+        return {"layers": [], "unmatched": 0, "problem": f"{type(error).__name__}: {error}"}
+
+
+def untrained_weights(state_dict: dict) -> str:
+    """Why the weights look untrained, or '' (a heuristic, named as such in the reason).
+
+    - every BatchNorm still has its initial statistics (running mean 0, variance 1);
+    - or the weight matrices are uniformly distributed, as PyTorch's default initialisation
+      draws them (excess kurtosis of a uniform distribution: -1.2; trained weights are peaked,
+      above -1 in practice).
+    """
+    means = [t for name, t in state_dict.items() if name.endswith("running_mean")]
+    variances = [t for name, t in state_dict.items() if name.endswith("running_var")]
+    if means and all(bool((m == 0).all()) for m in means) and all(bool((v == 1).all()) for v in variances):
+        return "the weights look untrained: every BatchNorm still has its initial statistics (mean 0, variance 1)"
+    weights = [
+        t.detach().double().flatten()
+        for name, t in state_dict.items()
+        if name.endswith("weight") and t.dim() >= 2 and t.numel() >= 256
+    ]
+    if not weights:
+        return ""
+    kurtosis = [float(((w - w.mean()) ** 4).mean() / (w.var(unbiased=False) ** 2) - 3) for w in weights]
+    uniform = sum(1 for k in kurtosis if -1.35 <= k <= -1.05)
+    if uniform >= 0.8 * len(weights):
+        return (
+            f"the weights look untrained: {uniform} of {len(weights)} weight tensors are uniformly distributed, "
+            "as PyTorch initialises them"
+        )
+    return ""
+
+
+def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool) -> dict:
+    """The verification metrics over all samples (the primary output for top-1)."""
+    primary = lambda outs: torch.stack([o[0].flatten() for o in outs])  # noqa: E731
+    f, q, n = primary(float_out), primary(quant_out), primary(npu_out)
+    metrics: dict = {"samples": len(float_out)}
+    if classifier and f.shape[1] >= 2:
+        fp, qp, npp = f.argmax(1), q.argmax(1), n.argmax(1)
+        metrics["agreement_npu_vs_float"] = float((npp == fp).float().mean())
+        metrics["agreement_npu_vs_quantized"] = float((npp == qp).float().mean())
+        # a sample decides top-1 only if float's margin is at least one output step (numerics module)
+        top2 = f.topk(2, dim=1).values
+        step = scales[0] if scales and scales[0] else 0.0
+        decidable = (top2[:, 0] - top2[:, 1]) >= step
+        metrics["decidable_samples"] = int(decidable.sum())
+        metrics["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
+        if labels is not None:
+            metrics["top1_float"] = float((fp == labels).float().mean())
+            metrics["top1_quantized"] = float((qp == labels).float().mean())
+            metrics["top1_npu"] = float((npp == labels).float().mean())
+    per_sample = []
+    for outputs_q, outputs_n in zip(quant_out, npu_out):
+        worst = None
+        for index, (a, b) in enumerate(zip(outputs_q, outputs_n)):
+            if index < len(scales) and scales[index]:
+                steps = float(((b - a).abs() / scales[index]).max())
+                worst = steps if worst is None else max(worst, steps)
+        per_sample.append(worst)
+    measured = [s for s in per_sample if s is not None]
+    if measured:
+        metrics["max_error_steps"] = round(max(measured), 4)
+        metrics["mean_error_steps"] = round(sum(measured) / len(measured), 6)
+        metrics["worst_sample"] = max(range(len(per_sample)), key=lambda i: per_sample[i] or 0)
+    all_float = torch.cat([t.flatten() for o in float_out for t in o])
+    all_npu = torch.cat([t.flatten() for o in npu_out for t in o])
+    metrics["float_output_max_abs"] = float(all_float.abs().max())
+    metrics.update(against_float(float_out, npu_out, scales))
+    metrics["snr_db_npu_vs_float"] = _finite(snr_db(all_float, all_npu))
+    return metrics
+
+
+def against_float(float_out, npu_out, scales) -> dict:
+    """Cosine and relative error (Frobenius) of the NPU path against float, as ExecuTorch's Arm tests
+    compute them for quantized models (compare_rel_frobenius_and_cosine_similarity): float values
+    below one output step count as 0; an all-0 reference is not judged; the relative error is not
+    judged when the reference's norm is at quantization-noise scale (step * sqrt(values))."""
+    reference, test, floor = [], [], 0.0
+    for outputs_f, outputs_n in zip(float_out, npu_out):
+        for index, (a, b) in enumerate(zip(outputs_f, outputs_n)):
+            step = scales[index] if index < len(scales) and scales[index] else 0.0
+            reference.append(torch.where(a.abs() >= step, a, torch.zeros_like(a)).flatten())
+            test.append(b.flatten())
+            floor = max(floor, step)
+    ref, out = torch.cat(reference).double(), torch.cat(test).double()
+    if not bool(ref.count_nonzero()):
+        return {"reference_all_zero": True, "cosine_npu_vs_float": None, "relative_error_npu_vs_float": None}
+    norm = float(ref.norm())
+    relative = float((out - ref).norm()) / norm if norm > floor * math.sqrt(ref.numel()) else None
+    return {
+        "reference_all_zero": False,
+        "cosine_npu_vs_float": round(cosine(ref, out), 6),
+        "relative_error_npu_vs_float": None if relative is None else round(relative, 6),
+    }
