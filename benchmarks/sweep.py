@@ -45,7 +45,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ethosweep.matrix.models import build_sweep  # noqa: E402
+from ethosweep.matrix.config import build_sweep  # noqa: E402
 
 # 4 models x 3 targets x 2 memory modes = 24 cells, + 4 cells of the i.MX93 board's (Ethos-U65,
 # Dedicated_Sram_384KB) = 28: the default matrix without its two trivial models (add, softmax) and the
