@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -248,3 +249,26 @@ def test_sample_counts_follow_the_thresholds():
     )
     assert random_samples_needed(8, 1000, classifier=False, thresholds=Thresholds())[0] == 8
     assert random_samples_needed(8, 1, classifier=False, thresholds=Thresholds())[0] == 400
+
+
+def test_an_int32_accumulator_is_not_taken_for_the_int8_activation():
+    """The TOSA of an ADD of two rescaled branches holds an int32 sum and, after it, the int8
+    RESCALE: both descend from the add node and have the activation's shape. The locator pairs the
+    int8 one (before, a ResNet-18 whose output was 2 steps off was flagged at 68,681,609 steps)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed
+
+    from ethosweep.verify.locate import is_quantize, pair_activations
+
+    class AddThenQuantize(torch.nn.Module):
+        def forward(self, a, b):
+            total = torch.add(a, b)
+            return torch.ops.quantized_decomposed.quantize_per_tensor.default(total, 0.1, 0, -128, 127, torch.int8)
+
+    graph = torch.fx.symbolic_trace(AddThenQuantize()).graph
+    quantize = next(n for n in graph.nodes if is_quantize(n))
+    add = quantize.args[0].name
+    plain = {quantize.name: torch.zeros(1, 4, dtype=torch.int8)}
+    # in TOSA order the int32 tensor comes last here: the dtype, not the order, must decide
+    values = [{"rescaled": np.zeros((1, 4), np.int8), "sum": np.zeros((1, 4), np.int32)}]
+    sources = [{"rescaled": [add], "sum": [add]}]
+    assert pair_activations(graph, sources, values, plain) == {quantize.name: (0, "rescaled")}

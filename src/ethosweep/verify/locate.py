@@ -169,11 +169,19 @@ def pair_activations(
                 for t, chain in sources.items()
                 if names & set(chain)
                 and t in tosa_values[partition]
+                and _same_dtype(tosa_values[partition][t], plain[node.name])
                 and _nchw(tosa_values[partition][t], shape) is not None
             ]
             if candidates:
                 pairs[node.name] = (partition, candidates[-1])  # the last: after rescale, reshape
     return pairs
+
+
+def _same_dtype(array: np.ndarray, activation: torch.Tensor) -> bool:
+    """Whether the TOSA tensor holds the activation's integer type: an int8 activation is the
+    int8 output of the layer's final RESCALE, not an int32 accumulator before it (an ADD of two
+    rescaled branches, a convolution's sum) that happens to have the same shape."""
+    return array.dtype == torch.empty(0, dtype=activation.dtype).numpy().dtype
 
 
 def _nchw(array: np.ndarray, shape: tuple) -> torch.Tensor | None:
