@@ -133,9 +133,7 @@ class LogHandler(LogHandlerBase):
 
     # ---- the compact display ----
     def _compact(self, record: logging.LogRecord) -> None:
-        from snakemake.logging import get_event
-
-        event = get_event(record)
+        event = getattr(record, "event", None)  # what snakemake.logging.get_event reads
         p = self.progress
         if event == LogEvent.JOB_INFO:
             rule = record.rule_name

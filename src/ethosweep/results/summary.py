@@ -19,6 +19,19 @@ from ethosweep.runtime.errors import failure_reason
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.provenance import TOOLS, tool_versions
 
+# The verify stage's figures, as the summary carries them.
+NUMERIC_COLUMNS = (
+    "top1_float",
+    "top1_quantized",
+    "top1_npu",
+    "agreement_npu_vs_float",
+    "max_error_steps",
+    "mean_error_steps",
+    "cosine_npu_vs_float",
+    "relative_error_npu_vs_float",
+    "snr_db_npu_vs_float",
+)
+
 COLUMNS = KEY_COLUMNS + [
     "status",
     "reason",
@@ -52,15 +65,7 @@ COLUMNS = KEY_COLUMNS + [
     "numerics_reason",
     "numerics_layer",
     "data",
-    "top1_float",
-    "top1_quantized",
-    "top1_npu",
-    "agreement_npu_vs_float",
-    "max_error_steps",
-    "mean_error_steps",
-    "cosine_npu_vs_float",
-    "relative_error_npu_vs_float",
-    "snr_db_npu_vs_float",
+    *NUMERIC_COLUMNS,
     "worst_layer",
     "firmware",
     "runner_method_pool_kib",
@@ -120,19 +125,6 @@ def _parameters(cell: dict) -> dict:
         "vela_config": vela.get("config") or "Arm/vela.ini",
         "seed": cell.get("seed"),
     }
-
-
-NUMERIC_COLUMNS = (
-    "top1_float",
-    "top1_quantized",
-    "top1_npu",
-    "agreement_npu_vs_float",
-    "max_error_steps",
-    "mean_error_steps",
-    "cosine_npu_vs_float",
-    "relative_error_npu_vs_float",
-    "snr_db_npu_vs_float",
-)
 
 
 def numerics_columns(lowered: dict, verified: dict) -> dict:

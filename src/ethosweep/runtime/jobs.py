@@ -21,7 +21,6 @@ import os
 import sys
 from typing import Any
 
-from ethosweep.runtime import worker
 from ethosweep.runtime.execute import execute
 
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
@@ -68,7 +67,11 @@ def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
 
 def dispatch(request: dict[str, Any]) -> dict[str, Any]:
     """Run a request in a warm worker if it pays off and one is available, else here."""
-    if request["ref"].partition(":")[0] in WARM_MODULES and worker.enabled():
+    if request["ref"].partition(":")[0] not in WARM_MODULES:
+        return execute(request)
+    from ethosweep.runtime import worker  # only the torch stages' clients need it
+
+    if worker.enabled():
         try:
             return worker.submit(request)
         except (worker.Unavailable, OSError) as error:

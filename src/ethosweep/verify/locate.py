@@ -86,7 +86,7 @@ def with_intermediates_as_outputs(tosa: bytes) -> tuple[bytes, list[str]]:
     import tosa_serializer as ts
 
     # the serializer's path prefix is where it would write tensor data files: a folder of our own
-    with tempfile.TemporaryDirectory(prefix="ethosweep-locate-") as tmp, _quiet_c_output():
+    with tempfile.TemporaryDirectory(prefix="ethosweep-locate-") as tmp, quiet_c_output():
         path = os.path.join(tmp, "partition.tosa")
         with open(path, "wb") as f:
             f.write(tosa)
@@ -111,7 +111,7 @@ def run_all_tensors(tosa: bytes, inputs: list[torch.Tensor]) -> dict[str, np.nda
 
     expanded, names = with_intermediates_as_outputs(tosa)
     arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
-    with _quiet_c_output():
+    with quiet_c_output():
         outputs, status = reference.run(expanded, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
     if status != reference.GraphStatus.TOSA_VALID:
         raise RuntimeError(f"the TOSA reference model rejected the expanded partition: {status}")
@@ -282,7 +282,7 @@ def _module_path(node) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_c_output():
+def quiet_c_output():
     """tosa-tools print notices to stdout from C++: keep them out of the job's log."""
     sys.stdout.flush()
     saved = os.dup(1)

@@ -20,13 +20,10 @@ against the TOSA every cell's .pte was compiled from.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import logging
 import math
-import os
-import sys
 import time
 from collections import defaultdict
 
@@ -40,7 +37,7 @@ from ethosweep.runtime.activity import running
 from ethosweep.runtime.integrity import verify as verify_artifact
 from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
 from ethosweep.runtime.provenance import tool_versions
-from ethosweep.verify.locate import locate
+from ethosweep.verify.locate import locate, quiet_c_output
 from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 
 log = logging.getLogger(__name__)
@@ -75,25 +72,11 @@ def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...
     import tosa_reference_model as reference
 
     arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
-    with _quiet_c_output():  # the library prints a version notice to stdout on every run
+    with quiet_c_output():  # the library prints a version notice to stdout on every run
         outputs, status = reference.run(tosa, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
     if status != reference.GraphStatus.TOSA_VALID:
         raise RuntimeError(f"the TOSA reference model rejected the partition: {status}")
     return tuple(torch.from_numpy(np.ascontiguousarray(o)) for o in outputs)
-
-
-@contextlib.contextmanager
-def _quiet_c_output():
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def tosa_partitions(graph_module) -> list[bytes]:
