@@ -52,8 +52,7 @@ def jobs(tmp_path, monkeypatch):
 
 def request(jobs: Path, function: str, **kwargs) -> dict:
     return {
-        "ref": f"probe_jobs:{function}",
-        "kwargs": kwargs,
+        "steps": [{"ref": f"probe_jobs:{function}", "kwargs": kwargs}],
         "log": str(jobs / f"{function}.log"),
         "label": function,
         "rule": function,

@@ -57,9 +57,10 @@ def closure(module: str) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def code_version(module: str) -> str:
-    """sha256 (shortened) over the source of `module`'s import closure."""
+def code_version(*modules: str) -> str:
+    """sha256 (shortened) over the source of the modules' import closures (a job running several
+    stages, in order, hashes them all)."""
     digest = hashlib.sha256()
-    for name in closure(module):
+    for name in sorted(set().union(*(closure(m) for m in modules))):
         digest.update(name.encode() + b"\0" + module_path(name).read_bytes() + b"\0")
     return digest.hexdigest()[:16]

@@ -50,15 +50,16 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_here(request: dict[str, Any]) -> dict[str, Any]:
-    """Run the request's stage in this process (the supervised child)."""
+    """Run the request's steps in order in this process (the supervised child)."""
     _limit_threads(request.get("threads", 1))
     _configure_logging()
-    try:
-        resolve(request["ref"])(**request["kwargs"])
-    except Exception as error:  # noqa: BLE001 - every failure is reported the same way
-        if not isinstance(error, StageError):
-            traceback.print_exc()
-        return {"ok": False, "reason": one_line(error)}
+    for step in request["steps"]:
+        try:
+            resolve(step["ref"])(**step["kwargs"])
+        except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+            if not isinstance(error, StageError):
+                traceback.print_exc()
+            return {"ok": False, "reason": one_line(error)}
     return {"ok": True, "reason": ""}
 
 

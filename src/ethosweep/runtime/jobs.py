@@ -2,7 +2,9 @@
 
 The thin scripts in workflow/scripts/ call `run_stage` with the library
 function to run and plain keyword arguments read from `snakemake.input`,
-`.output` and `.params`. This module owns what every job needs: its output
+`.output` and `.params` (or `run_stages` with several such steps, run in order
+in one job: a cell's .pte and its C header are written by one job, because a
+job of its own cost a cell as much as Vela does). This module owns what every job needs: its output
 and Python logging go to the job's log file, and a failure ends in one line on
 the terminal that names the stage, the cell and the cause (with the log's path
 for the traceback), while the job exits non-zero so Snakemake deletes its
@@ -20,8 +22,6 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
-
-from ethosweep.runtime.execute import execute
 
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
 # tests/test_layout.py checks that this is exactly the stage modules whose code imports them.
@@ -46,9 +46,14 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
 
 def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
     """Run library function `ref` for the Snakemake job `smk` with `kwargs`."""
+    run_stages(smk, (ref, kwargs))
+
+
+def run_stages(smk: Any, *steps: tuple[str, dict[str, Any]]) -> None:
+    """Run each (library function, kwargs) step in order for the Snakemake job `smk`: one log,
+    one supervised process; the first failing step ends the job."""
     request = {
-        "ref": ref,
-        "kwargs": kwargs,
+        "steps": [{"ref": ref, "kwargs": kwargs} for ref, kwargs in steps],
         "log": str(smk.log[0]),
         "label": describe_job(smk.rule, dict(smk.wildcards.items())),
         "rule": smk.rule,
@@ -67,7 +72,10 @@ def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
 
 def dispatch(request: dict[str, Any]) -> dict[str, Any]:
     """Run a request in a warm worker if it pays off and one is available, else here."""
-    if request["ref"].partition(":")[0] not in WARM_MODULES:
+    # imported here, not at the top: a job the warm worker runs never needs it in this process
+    from ethosweep.runtime.execute import execute
+
+    if not any(step["ref"].partition(":")[0] in WARM_MODULES for step in request["steps"]):
         return execute(request)
     from ethosweep.runtime import worker  # only the torch stages' clients need it
 
