@@ -13,6 +13,8 @@ from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
 from ethosweep.runtime.codeversion import code_version
+from ethosweep.runtime import provenance as ethosweep_provenance
+from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files, schema_error
 from ethosweep.runtime.io import read_json
@@ -25,6 +27,10 @@ from ethosweep.firmware.sdk import probe as probe_sdk
 os.environ.update(
     PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(Path(workflow.basedir) / "src")) if p)
 )
+# Package versions (provenance, the warm worker's key) looked up once here and inherited by
+# every job running this interpreter, instead of each job reading package metadata again.
+ethosweep_provenance.export_tool_versions()
+ethosweep_worker.export_fingerprint()
 
 try:
     validate(config, schema="../schemas/config.schema.yaml")
@@ -199,26 +205,6 @@ def cell_params(wildcards):
     return cell_record(cell_of(wildcards))
 
 
-def _siblings(wildcards):
-    """The other memory modes of this cell's model, scheme, target and system config."""
-    cell = cell_of(wildcards)
-    return [
-        c
-        for c in SWEEP.cells_of(
-            model=cell.model, quant=cell.quant, target=cell.target, system_config=cell.system_config
-        )
-        if c.memory_mode != cell.memory_mode
-    ]
-
-
-def sibling_vela_summaries(wildcards):
-    return [f"{COMPILED}/summary.json".format(**_cell_fields(c)) for c in _siblings(wildcards)]
-
-
-def sibling_memory_modes(wildcards):
-    return [c.memory_mode for c in _siblings(wildcards)]
-
-
 def header_symbol(wildcards):
     from ethosweep.deploy.header import symbol_for
 
@@ -331,9 +317,7 @@ def print_summary_table():
 
 def stop_warm_worker():
     """The run is over: let the warm worker (ethosweep.runtime.worker) exit now, not after its idle timeout."""
-    from ethosweep.runtime import worker
-
-    worker.shutdown()
+    ethosweep_worker.shutdown()
 
 
 # The stages of a cell in order, with their logs: the summary of a failed run
@@ -344,7 +328,6 @@ STAGE_LOGS = (
     ("quantize", f"logs/quantize/{PROFILE}.log"),
     ("lower", f"logs/lower/{PROFILE}.log"),
     ("vela", f"logs/vela/{CELL}.log"),
-    ("header", f"logs/header/{CELL}.log"),
     ("verify", f"logs/verify/{PROFILE}.log"),
 )
 

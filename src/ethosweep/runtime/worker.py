@@ -43,9 +43,10 @@ import sys
 import tempfile
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from ethosweep.runtime.inherited import export, inherited
 
 IDLE_SECONDS = 300
 START_TIMEOUT_SECONDS = 180
@@ -74,7 +75,18 @@ def enabled() -> bool:
 def fingerprint() -> str:
     """Identifies the Python environment a server was started from, and the ethosweep checkout:
     the server imports this package (its `runtime` modules) before forking, so two checkouts on
-    one machine (a benchmark's before and after) must not share a server."""
+    one machine (a benchmark's before and after) must not share a server. (Looked up once by
+    the Snakemake process, see export_fingerprint.)"""
+    return inherited("WORKER_FINGERPRINT", _look_up_fingerprint)
+
+
+def export_fingerprint() -> None:
+    export("WORKER_FINGERPRINT", _look_up_fingerprint())
+
+
+def _look_up_fingerprint() -> str:
+    from importlib import metadata
+
     parts = [sys.executable, sys.version, str(Path(__file__).resolve().parents[1])]
     for dist in _FINGERPRINT_DISTS:
         try:
