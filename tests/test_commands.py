@@ -102,13 +102,13 @@ def _cycles(summary: Path, model: str, target: str) -> float:
 def test_the_terminal_shows_progress_not_job_blocks_and_verbose_brings_them_back(sweep_copy):
     """The default profile's logger (src/snakemake_logger_plugin_ethosweep): a line per stage and
     tenth of the run, the table at the end; `--verbose` shows Snakemake's job blocks again."""
-    compact = snakemake(sweep_copy, "--forcerun", "write_header")
+    compact = snakemake(sweep_copy, "--forcerun", "summarize_sweep")
     text = compact.stdout + compact.stderr
-    assert "rule write_header:" not in text and "jobid:" not in text and "SNAKEMAKE\n=====" not in text
+    assert "rule summarize_sweep:" not in text and "jobid:" not in text and "SNAKEMAKE\n=====" not in text
     progress = [line for line in text.splitlines() if line.startswith("ethosweep: [")]
     assert progress and re.match(r"ethosweep: \[\s*\d+/\d+\s+\d+%\] running ", progress[0])
     assert re.match(r"ethosweep: \[\s*(\d+)/\1 100%\]", progress[-1])  # ends with every job done
     assert "6 of 6 cells ok" in text  # the end-of-run table
     assert len(text.splitlines()) < 60
-    verbose = snakemake(sweep_copy, "--forcerun", "write_header", "--verbose")
-    assert "rule write_header:" in verbose.stdout + verbose.stderr
+    verbose = snakemake(sweep_copy, "--forcerun", "summarize_sweep", "--verbose")
+    assert "rule summarize_sweep:" in verbose.stdout + verbose.stderr

@@ -31,28 +31,36 @@ def rule_blocks() -> dict[str, str]:
     return blocks
 
 
-def script_target(script: str) -> str:
-    """The 'module:function' a workflow script hands to run_stage."""
+def script_targets(script: str) -> list[str]:
+    """The 'module:function' steps a workflow script hands to run_stage (one) or run_stages (in order)."""
     tree = ast.parse((SCRIPTS / script).read_text())
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "run_stage"]
-    assert len(calls) == 1, f"{script}: one run_stage call expected"
-    return calls[0].args[1].value
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("run_stage", "run_stages")
+    ]
+    assert len(calls) == 1, f"{script}: one run_stage or run_stages call expected"
+    (call,) = calls
+    if call.func.id == "run_stage":
+        return [call.args[1].value]
+    return [step.elts[0].value for step in call.args[1:]]
 
 
-def stages() -> dict[str, tuple[str, str]]:
-    """rule -> (the script's run_stage target, the module the rule's code param hashes)."""
+def stages() -> dict[str, tuple[list[str], list[str] | None]]:
+    """rule -> (the script's run_stage targets, the modules the rule's code param hashes)."""
     found = {}
     for rule, body in rule_blocks().items():
         script = re.search(r'script:\s*\n\s*"\.\./scripts/(\w+\.py)"', body)
         if script is None:
             continue
-        code = re.search(r'code=code_version\("([\w.]+)"\)', body)
-        found[rule] = (script_target(script.group(1)), code.group(1) if code else None)
+        code = re.search(r"code=code_version\(([^)]*)\)", body)
+        modules = re.findall(r'"([\w.]+)"', code.group(1)) if code else None
+        found[rule] = (script_targets(script.group(1)), modules)
     return found
 
 
 def stage_modules() -> set[str]:
-    return {target.partition(":")[0] for target, _ in stages().values()}
+    return {target.partition(":")[0] for targets, _ in stages().values() for target in targets}
 
 
 def defines(module: str, function: str) -> bool:
@@ -75,12 +83,14 @@ def imports_torch(module: str) -> bool:
 def test_every_rule_that_runs_code_has_a_code_param_naming_its_scripts_module():
     found = stages()
     assert len(found) >= 20
-    for rule, (target, code) in found.items():
-        module, _, function = target.partition(":")
+    for rule, (targets, code) in found.items():
+        modules = [target.partition(":")[0] for target in targets]
         assert code is not None, f"rule {rule} has no code=code_version(...) param"
-        assert code == module, f"rule {rule}: its script runs {module}, its code param hashes {code}"
-        resolves = codeversion.module_path(module).exists() and defines(module, function)
-        assert resolves, f"{rule}: {target} does not resolve"
+        assert code == modules, f"rule {rule}: its script runs {modules}, its code param hashes {code}"
+        for target in targets:
+            module, _, function = target.partition(":")
+            resolves = codeversion.module_path(module).exists() and defines(module, function)
+            assert resolves, f"{rule}: {target} does not resolve"
 
 
 def test_the_warm_worker_serves_exactly_the_stages_that_import_torch():
@@ -143,7 +153,7 @@ def test_editing_a_board_definition_reruns_only_what_places_cells_on_boards(swee
     assert planned_jobs(sweep_copy, env=env) == {
         "bundle_deployment": 8,  # 4 U55 cells on 2 boards
         "summarize_sweep": 1,
-        "report_cell": 6,
+        "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
         "all": 1,

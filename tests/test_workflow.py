@@ -104,8 +104,7 @@ def test_every_job_has_a_log_and_a_benchmark(tiny_sweep):
     )
     assert "Vela estimate: 138824 cycles total" in (tiny_sweep / "logs/vela" / f"{U55_CELL}.log").read_text()
     assert (tiny_sweep / "benchmarks/lower/mnist/int8/u55.tsv").read_text().startswith("s\th:m:s")
-    for stage in ("vela", "header"):
-        assert (tiny_sweep / "benchmarks" / stage / f"{U55_CELL}.tsv").read_text().startswith("s\th:m:s")
+    assert (tiny_sweep / "benchmarks/vela" / f"{U55_CELL}.tsv").read_text().startswith("s\th:m:s")
 
 
 def test_a_second_run_has_nothing_to_do(tiny_sweep):
@@ -116,14 +115,13 @@ def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     set_config(sweep_copy, memory_modes=["Shared_Sram", "Sram_Only"])
     # New cells only, and for them only Vela and what follows: lowering and verification are
     # per TOSA profile, and these profiles are lowered and verified already.
-    # report: the 4 new cells, and the 4 old ones that gain a memory mode to compare with;
+    # (the .pte and its C header in one job); the cells' report pages (one job);
     # firmware: a runner plan for each new (target, system config, Sram_Only)
     assert planned_jobs(sweep_copy) == {
         "compile_with_vela": 4,
-        "write_header": 4,
         "bundle_program": 4,
         "plan_firmware": 2,
-        "report_cell": 8,
+        "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
         "summarize_sweep": 1,
@@ -146,10 +144,9 @@ def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
     # the u55 lowering (ds_cnn and mnist_digits are excluded from the cross product)
     assert planned_jobs(sweep_copy) == {
         "compile_with_vela": 2,
-        "write_header": 2,
         "bundle_program": 2,
         "plan_firmware": 1,
-        "report_cell": 2,
+        "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
         "summarize_sweep": 1,
@@ -176,10 +173,9 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
         "lower_to_tosa": 3,
         "verify_numerics": 3,
         "compile_with_vela": 3,
-        "write_header": 3,
         "bundle_program": 3,
         "bundle_deployment": 2 * 2,
-        "report_cell": 3,
+        "report_cells": 1,
         "plan_firmware": 2,
         "lower_cpu": 2,
         "summarize_cpu": 1,
@@ -195,10 +191,9 @@ def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     # only the U85 cells' Vela runs (and what follows): the u85 lowering is not redone
     assert planned_jobs(sweep_copy) == {
         "compile_with_vela": 2,
-        "write_header": 2,
         "bundle_program": 2,
         "plan_firmware": 1,
-        "report_cell": 2,
+        "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
         "summarize_sweep": 1,
@@ -223,9 +218,15 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     assert planned_jobs(sweep_copy, env=env) == {}
     with open(package / "ethosweep" / "deploy" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
-    # the headers, and the deployment bundles that carry them (4 U55 cells on 2 boards)
+    # the headers are the last step of each cell's Vela job (one job per cell instead of two:
+    # README, "What it does"), so every cell's Vela job reruns, and what follows from its .pte:
+    # bundles, firmware plans, report pages, and the deployment bundles that carry the headers
+    # (4 U55 cells on 2 boards)
     assert planned_jobs(sweep_copy, env=env) == {
-        "write_header": 6,
+        "compile_with_vela": 6,
+        "bundle_program": 6,
+        "plan_firmware": 2,
+        "report_cells": 1,
         "bundle_deployment": 8,
         "summarize_sweep": 1,
         "report_plots": 1,

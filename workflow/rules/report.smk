@@ -1,16 +1,17 @@
-# The report: a detail page per cell, four plots, and one self-contained HTML page. Each is
-# rebuilt only when its own inputs change (a cell's detail from that cell's files).
-rule report_cell:
+# The report: a detail page per cell, four plots, and one self-contained HTML page. The cells'
+# pages are one job (milliseconds a page; a job per cell cost as much as the cell's Vela run),
+# each listed in Snakemake's own report (`snakemake --report`) with the cell's labels.
+rule report_cells:
     input:
-        per_layer=f"{COMPILED}/per_layer.csv",
-        vela_summary=f"{COMPILED}/summary.json",
-        delegation=of_profile(f"{LOWERED}/delegation.json"),
-        compile_meta=f"{COMPILED}/compile.json",
-        verify_report=of_profile(f"{VERIFY}/verify.json"),
-        siblings=sibling_vela_summaries,
+        per_layer=cell_paths(f"{COMPILED}/per_layer.csv"),
+        vela_summary=cell_paths(f"{COMPILED}/summary.json"),
+        delegation=cell_paths(f"{LOWERED}/delegation.json"),
+        compile_meta=cell_paths(f"{COMPILED}/compile.json"),
+        verify_report=cell_paths(f"{VERIFY}/verify.json"),
     output:
-        fragment=report(
-            f"results/report/cells/{CELL}.html",
+        folder=report(
+            directory("results/report/cells"),
+            patterns=["{model}/{quant}/{target}/{system_config}/{memory_mode}.html"],
             caption="../report/cell.rst",
             category="Cells",
             subcategory="{model}",
@@ -22,18 +23,17 @@ rule report_cell:
             },
         ),
     log:
-        f"logs/report/cells/{CELL}.log",
+        "logs/report/cells.log",
     benchmark:
-        f"benchmarks/report/cells/{CELL}.tsv"
+        "benchmarks/report/cells.tsv"
     localrule: True
     conda:
         "../../envs/ethosweep.yaml"
     params:
-        cell=cell_params,
-        sibling_modes=sibling_memory_modes,
+        cells=[cell_record(c) for c in SWEEP.cells],
         code=code_version("ethosweep.results.report"),
     script:
-        "../scripts/report_cell.py"
+        "../scripts/report_cells.py"
 
 
 rule report_plots:
@@ -82,7 +82,7 @@ rule report_index:
         fit="results/report/fit.svg",
         roofline="results/report/roofline.svg",
         pareto="results/report/pareto.svg",
-        fragments=cell_paths(f"results/report/cells/{CELL}.html"),
+        cell_pages="results/report/cells",
         cpu_summary=[CPU_SUMMARY] if SWEEP.cpu_cells else [],
     output:
         index=report(

@@ -1,6 +1,8 @@
 # Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
 # and options (ExecuTorch's own Vela entry point), and the cell's .pte assembled from the
-# profile's template (see ethosweep/vela/compile.py). A cell's only compile work.
+# profile's template (see ethosweep/vela/compile.py): a cell's only compile work. The same job
+# then writes the .pte's C header (ethosweep/deploy/header.py): as a job of its own it cost a
+# cell as much as Vela (process start-up), and it is keyed by the cell just the same.
 rule compile_with_vela:
     input:
         template=of_profile(f"{LOWERED}/template.pte"),
@@ -11,11 +13,12 @@ rule compile_with_vela:
         summary=f"{COMPILED}/summary.json",
         per_layer=f"{COMPILED}/per_layer.csv",
         meta=f"{COMPILED}/compile.json",
+        header=ensure(f"results/header/{CELL}/model_pte.h", non_empty=True),
     log:
         f"logs/vela/{CELL}.log",
     benchmark:
         f"benchmarks/vela/{CELL}.tsv"
-    # a cell's short chain runs as one cluster job (group-components in the SLURM profile)
+    # a cell's short chain (this, then its bundle) runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
     conda:
@@ -27,6 +30,7 @@ rule compile_with_vela:
     params:
         vela=cell_vela_options,
         repro=cell_repro_folder,
-        code=code_version("ethosweep.vela.compile"),
+        symbol=header_symbol,
+        code=code_version("ethosweep.vela.compile", "ethosweep.deploy.header"),
     script:
         "../scripts/vela.py"

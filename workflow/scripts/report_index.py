@@ -6,7 +6,7 @@ run_stage(
     summary=snakemake.input.summary,
     plots={name: snakemake.input[name] for name in ("cycles", "fit", "roofline", "pareto")},
     cells=snakemake.params.cells,
-    fragments=list(snakemake.input.fragments),
+    cell_pages=snakemake.input.cell_pages,
     sweep_text=snakemake.params.sweep,
     index=snakemake.output.index,
     cpu_summary=snakemake.input.cpu_summary[0] if snakemake.input.cpu_summary else None,

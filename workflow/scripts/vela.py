@@ -1,17 +1,30 @@
-from ethosweep.runtime.jobs import run_stage
+from ethosweep.runtime.jobs import run_stages
 
-run_stage(
+run_stages(
     snakemake,
-    "ethosweep.vela.compile:compile_cell",
-    template=snakemake.input.template,
-    lower_meta=snakemake.input.lower_meta,
-    target=snakemake.wildcards.target,
-    system_config=snakemake.wildcards.system_config,
-    memory_mode=snakemake.wildcards.memory_mode,
-    vela=snakemake.params.vela,
-    pte=snakemake.output.pte,
-    summary=snakemake.output.summary,
-    per_layer=snakemake.output.per_layer,
-    meta=snakemake.output.meta,
-    repro=snakemake.params.repro,
+    (
+        "ethosweep.vela.compile:compile_cell",
+        dict(
+            template=snakemake.input.template,
+            lower_meta=snakemake.input.lower_meta,
+            target=snakemake.wildcards.target,
+            system_config=snakemake.wildcards.system_config,
+            memory_mode=snakemake.wildcards.memory_mode,
+            vela=snakemake.params.vela,
+            pte=snakemake.output.pte,
+            summary=snakemake.output.summary,
+            per_layer=snakemake.output.per_layer,
+            meta=snakemake.output.meta,
+            repro=snakemake.params.repro,
+        ),
+    ),
+    (
+        "ethosweep.deploy.header:write_header",
+        dict(
+            pte=snakemake.output.pte,
+            meta=snakemake.output.meta,
+            header=snakemake.output.header,
+            symbol=snakemake.params.symbol,
+        ),
+    ),
 )

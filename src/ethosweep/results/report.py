@@ -16,8 +16,10 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import math
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
@@ -201,6 +203,13 @@ def plot_roofline(rows: list[dict]) -> str:
 
 def plot_layer_errors(layers: list[dict]) -> str:
     """Per layer: its own difference from the quantized model and the accumulated one, in steps."""
+    # every cell of a (model, scheme, TOSA profile) shows its verify stage's plot: drawn once
+    return _plot_layer_errors(json.dumps(layers, sort_keys=True))
+
+
+@lru_cache(maxsize=16)
+def _plot_layer_errors(layers_json: str) -> str:
+    layers = json.loads(layers_json)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 0.22 * len(layers) + 2), 2.6))
     x = range(len(layers))
@@ -460,19 +469,31 @@ def _e(text) -> str:
     return html.escape(str(text))
 
 
-def write_cell_report(
-    cell: dict,
-    per_layer: str,
-    vela_summary: str,
-    delegation: str,
-    compile_meta: str,
-    verify_report: str,
-    siblings: dict[str, str],
-    fragment: str,
-) -> dict:
-    detail = cell_detail(cell, per_layer, vela_summary, delegation, compile_meta, verify_report, siblings)
-    atomic_write_text(fragment, render_cell(detail))
-    return detail
+def write_cell_reports(
+    cells: list[dict],
+    per_layer: list[str],
+    vela_summary: list[str],
+    delegation: list[str],
+    compile_meta: list[str],
+    verify_report: list[str],
+    folder: str,
+) -> None:
+    """Every cell's detail page, `folder`/<cell id>.html (the lists: one path per cell, in order).
+
+    One job for all cells: a page takes milliseconds, a job of its own per cell cost more
+    than the cell's Vela run."""
+    modes = defaultdict(dict)  # (model, quant, target, system config) -> memory mode -> Vela summary
+    for cell, summary in zip(cells, vela_summary, strict=True):
+        modes[_configuration(cell)][cell["memory_mode"]] = summary
+    for cell, *paths in zip(cells, per_layer, vela_summary, delegation, compile_meta, verify_report, strict=True):
+        siblings = {mode: path for mode, path in modes[_configuration(cell)].items() if mode != cell["memory_mode"]}
+        detail = cell_detail(cell, *paths, siblings)
+        atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", render_cell(detail))
+
+
+def _configuration(cell: dict) -> tuple[str, ...]:
+    """What a cell shares with its siblings in other memory modes."""
+    return cell["model"], cell["quant"], cell["target"], cell["system_config"]
 
 
 # ---- the page -------------------------------------------------------------------------------
@@ -719,7 +740,7 @@ def write_index(
     summary: str,
     plots: dict[str, str],
     cells: list[dict],
-    fragments: list[str],
+    cell_pages: str,
     sweep_text: str,
     index: str,
     cpu_summary: str | None = None,
@@ -730,5 +751,5 @@ def write_index(
     rows = read_summary_csv(summary)
     cpu_rows = read_summary_csv(cpu_summary) if cpu_summary else []
     svgs = {name: Path(path).read_text() for name, path in plots.items()}
-    pairs = [(cell, Path(fragment).read_text()) for cell, fragment in zip(cells, fragments, strict=True)]
+    pairs = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
     atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets))
