@@ -4,8 +4,8 @@ The thin scripts in workflow/scripts/ call `run_stage` with the library
 function to run and plain keyword arguments read from `snakemake.input`,
 `.output` and `.params` (or `run_stages` with several such steps, run in order
 in one job: a cell's .pte and its C header are written by one job, because a
-job of its own cost a cell as much as Vela does). This module owns what every job needs: its output
-and Python logging go to the job's log file, and a failure ends in one line on
+job of its own cost a cell as much as Vela does). This module owns what every
+job needs: its output and Python logging go to the job's log file, and a failure ends in one line on
 the terminal that names the stage, the cell and the cause (with the log's path
 for the traceback), while the job exits non-zero so Snakemake deletes its
 partial outputs and carries on with the other cells (--keep-going).
@@ -72,11 +72,8 @@ def run_stages(smk: Any, *steps: tuple[str, dict[str, Any]]) -> None:
 
 def dispatch(request: dict[str, Any]) -> dict[str, Any]:
     """Run a request in a warm worker if it pays off and one is available, else here."""
-    # imported here, not at the top: a job the warm worker runs never needs it in this process
-    from ethosweep.runtime.execute import execute
-
     if not any(step["ref"].partition(":")[0] in WARM_MODULES for step in request["steps"]):
-        return execute(request)
+        return _execute_here(request)
     from ethosweep.runtime import worker  # only the torch stages' clients need it
 
     if worker.enabled():
@@ -87,4 +84,11 @@ def dispatch(request: dict[str, Any]) -> dict[str, Any]:
                 f"ethosweep: warm worker unavailable ({error}); running {request['label']} in its own process",
                 file=sys.stderr,
             )
+    return _execute_here(request)
+
+
+def _execute_here(request: dict[str, Any]) -> dict[str, Any]:
+    # imported on this path only: a job the warm worker runs never needs it in the client
+    from ethosweep.runtime.execute import execute
+
     return execute(request)
