@@ -85,9 +85,9 @@ def typed(command: str, cwd: Path, timeout: float = 1800) -> subprocess.Complete
     )
 
 
-def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the repository's workflow in `workdir`, as a user would (default profile included)."""
-    command = [
+def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> list[str]:
+    """The command line that runs the repository's workflow in `workdir` (default profile included)."""
+    return [
         sys.executable,
         "-m",
         "snakemake",
@@ -96,9 +96,14 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = 
         "--directory",
         str(workdir),
         "--cores",
-        "2",
+        str(cores),
         *args,
     ]
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the repository's workflow in `workdir`, as a user would (default profile included)."""
+    command = snakemake_command(workdir, *args)
     proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

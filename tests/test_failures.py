@@ -9,13 +9,21 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import CHECKOUT_LINKS, REPO, TINY_CONFIG, make_workdir, planned_jobs, snakemake, typed
+from conftest import (
+    CHECKOUT_LINKS,
+    REPO,
+    TINY_CONFIG,
+    make_workdir,
+    planned_jobs,
+    snakemake,
+    snakemake_command,
+    typed,
+)
 from tosa_edit import replace_partition_tosa, zero_size_tosa
 
 GOOD = {"name": "mnist", "file": "models/mnist.py"}
@@ -275,18 +283,9 @@ def test_invalid_config_errors_name_the_key(tmp_path):
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
 def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep, tmp_path, how):
     work = make_workdir(tmp_path, TINY_CONFIG)
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-        "--cores",
-        "2",
-    ]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        snakemake_command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 300
     while not list((work / "logs").glob("vela/**/*.log")):  # interrupt while cells are being compiled
         assert time.monotonic() < deadline and proc.poll() is None

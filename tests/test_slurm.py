@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, make_workdir, snakemake
+from conftest import REPO, make_workdir, snakemake, snakemake_command
 from slurm_cluster import start_cluster, unavailable_reason
 
 pytestmark = [
@@ -61,18 +60,10 @@ def cluster(tmp_path_factory):
 def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
     """The README's cluster command, plus what this test cluster needs: it has 2 CPUs per
     node, no accounting database (so job states come from squeue), and fast polling."""
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
+    command = snakemake_command(
+        workdir,
         "--profile",
         str(REPO / "workflow/profiles/slurm"),
-        "--cores",
-        str(os.cpu_count()),
         "--slurm-status-command",
         "squeue",
         "--slurm-init-seconds-before-status-checks",
@@ -80,7 +71,8 @@ def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
         "--seconds-between-status-checks",
         "5",
         "--slurm-keep-successful-logs",
-    ]
+        cores=os.cpu_count(),
+    )
     return subprocess.run(command, capture_output=True, text=True, env=cluster.env, cwd=workdir, timeout=1800)
 
 

@@ -16,6 +16,7 @@ import gc
 import os
 import pickle
 import signal
+import sys
 import traceback
 from typing import Any, Callable
 
@@ -45,7 +46,7 @@ def call_in_child(function: Callable[..., Any], *args: Any, what: str) -> Any:
     """`function(*args)` in a forked child; its return value, or:
     ToolFailed(`what` + its one-line error) if it raised,
     ToolCrashed(`what` crashed (SIGNAME)) if it died from a signal."""
-    _flush()  # or the child would print the parent's buffered output again
+    flush_standard_streams()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run, send the outcome, and leave without cleanup handlers
@@ -62,7 +63,7 @@ def call_in_child(function: Callable[..., Any], *args: Any, what: str) -> Any:
             with os.fdopen(write_end, "wb") as pipe:
                 pickle.dump(outcome, pipe, protocol=pickle.HIGHEST_PROTOCOL)
         finally:
-            _flush()
+            flush_standard_streams()
             os._exit(status)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
@@ -82,9 +83,9 @@ def call_in_child(function: Callable[..., Any], *args: Any, what: str) -> Any:
     return value
 
 
-def _flush() -> None:
-    import sys
-
+def flush_standard_streams() -> None:
+    """Flush Python's stdout and stderr before a fork, or the child prints the parent's buffered
+    output again (and before a child exits, or its last lines are lost)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

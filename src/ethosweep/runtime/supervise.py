@@ -29,14 +29,13 @@ import json
 import os
 import select
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ethosweep.runtime import activity
-from ethosweep.runtime.isolation import signal_name
+from ethosweep.runtime.isolation import flush_standard_streams, signal_name
 
 # How long a stopped job gets to clean up (temporary files, atomic writes) before SIGKILL.
 GRACE_SECONDS = 5.0
@@ -113,7 +112,7 @@ def describe(ending: Ending, limits: Limits) -> str:
 
 
 def _run_in_child(run: Callable[[], dict], limits: Limits) -> Ending:
-    _flush()
+    flush_standard_streams()
     oom_before = oom_kills()
     read_end, write_end = os.pipe()
     parent = os.getpid()
@@ -129,7 +128,7 @@ def _run_in_child(run: Callable[[], dict], limits: Limits) -> Ending:
             activity.send({"outcome": outcome})
             status = 0 if outcome.get("ok") else 1
         finally:
-            _flush()
+            flush_standard_streams()
             os._exit(status)
     os.close(write_end)
     try:
@@ -286,11 +285,3 @@ def oom_kills() -> int | None:
             except (OSError, ValueError):
                 continue
     return None
-
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
