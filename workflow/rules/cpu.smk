@@ -29,6 +29,7 @@ rule lower_cpu:
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
+        tools=stage_versions("ethosweep.compile.cortex_m"),
         code=code_version("ethosweep.compile.cortex_m"),
     script:
         "../scripts/lower_cpu.py"
@@ -54,6 +55,7 @@ rule build_executorch_cpu:
         cmsis_nn=sdk_path("cmsis_nn_src"),
         # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
         # without --cores, such as --unlock and --report, must still parse)
+        tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/build_executorch_cpu.py"
@@ -78,6 +80,7 @@ rule build_cpu_runner:
         mem_mb=1500,
     params:
         executorch_src=SDK.components["executorch_src"].path,
+        tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/build_cpu_runner.py"
@@ -106,6 +109,7 @@ rule run_qemu:
     params:
         qemu=SDK.components["qemu"].path,
         timelimit=config.get("sdk", {}).get("qemu_timelimit", 300),
+        tools=stage_versions("ethosweep.firmware.qemu"),
         code=code_version("ethosweep.firmware.qemu"),
     script:
         "../scripts/run_qemu.py"
@@ -127,6 +131,7 @@ rule summarize_cpu:
         cells=[{"model": c.model, "quant": c.quant, "cpu": c.cpu} for c in SWEEP.cpu_cells],
         firmware_state=SDK.cpu_firmware_line(),
         qemu_state=SDK.qemu_line(),
+        tools=stage_versions("ethosweep.results.cpu_summary"),
         code=code_version("ethosweep.results.cpu_summary"),
     script:
         "../scripts/summarize_cpu.py"

@@ -20,6 +20,7 @@ rule bundle_deployment:
     params:
         board=board_params,
         cell=cell_params,
+        tools=stage_versions("ethosweep.deploy.deploy"),
         code=code_version("ethosweep.deploy.deploy"),
     script:
         "../scripts/deploy.py"

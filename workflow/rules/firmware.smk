@@ -14,6 +14,7 @@ rule check_sdk:
         # found at parse time (filesystem and PATH): a part appearing or going reruns this
         sdk=SDK.as_json(),
         text=format_sdk_status(SDK),
+        tools=stage_versions("ethosweep.firmware.sdk"),
         code=code_version("ethosweep.firmware.sdk"),
     script:
         "../scripts/check_sdk.py"
@@ -40,6 +41,7 @@ rule plan_firmware:
         cells=lambda wildcards: [c.id for c in runner_cells(wildcards)],
         sdk_config=config.get("sdk", {}),
         bundleio=numerics("bundleio"),
+        tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/plan_firmware.py"
@@ -61,6 +63,7 @@ rule build_firmware:
     resources:
         mem_mb=3000,
     params:
+        tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/build_firmware.py"
@@ -87,6 +90,7 @@ rule run_fvp:
         fvp=1,
     params:
         timelimit=config.get("sdk", {}).get("fvp_timelimit", 600),
+        tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
         "../scripts/run_fvp.py"
@@ -118,6 +122,7 @@ rule link_npu_runner:
         executorch_src=SDK.components["executorch_src"].path,
         driver=SDK.components["ethos_u_driver"].path,
         cmsis=SDK.components["cmsis"].path,
+        tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
         "../scripts/link_npu_runner.py"

@@ -22,6 +22,7 @@ rule lower_to_tosa:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident
         mem_mb=2000,
     params:
+        tools=stage_versions("ethosweep.compile.lower"),
         code=code_version("ethosweep.compile.lower"),
     script:
         "../scripts/lower.py"

@@ -21,6 +21,7 @@ rule quantize_model:
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
+        tools=stage_versions("ethosweep.compile.quantize"),
         code=code_version("ethosweep.compile.quantize"),
     script:
         "../scripts/quantize.py"

@@ -23,6 +23,7 @@ rule summarize_sweep:
         fvp_cells=[c.id for c in fvp_cells()],
         npu_runner_cells=[c.id for c in npu_runner_cells()],
         npu_runner_state=[npu_runner_state(c) for c in SWEEP.cells],
+        tools=stage_versions("ethosweep.results.summary"),
         code=code_version("ethosweep.results.summary"),
     script:
         "../scripts/summary.py"

@@ -34,6 +34,7 @@ rule verify_numerics:
         min_cosine=numerics("min_cosine"),
         max_relative_error=numerics("max_relative_error"),
         bundle_samples=numerics("bundle_samples"),
+        tools=stage_versions("ethosweep.verify.numerics"),
         code=code_version("ethosweep.verify.numerics"),
     script:
         "../scripts/verify.py"
@@ -59,6 +60,7 @@ rule bundle_program:
     resources:
         mem_mb=1000,
     params:
+        tools=stage_versions("ethosweep.deploy.bundle"),
         code=code_version("ethosweep.deploy.bundle"),
     script:
         "../scripts/bundle.py"

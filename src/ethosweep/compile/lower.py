@@ -41,6 +41,11 @@ from ethosweep.runtime.provenance import tool_versions
 
 log = logging.getLogger(__name__)
 
+# Run by ExecuTorch's Arm backend on this stage's behalf (its TOSA backend writes every
+# partition with tosa-tools' serializer): a tosa-tools upgrade reruns the lowering
+# (ethosweep.runtime.packages). Vela is left out here, so a Vela upgrade does not.
+ALSO_RUNS = ("tosa-tools",)
+
 # Operators that appear outside every delegate without doing any compute:
 # the int8 <-> float boundary and tuple unpacking.
 BOOKKEEPING_OPS = {
