@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 # the MNIST CNN trained on digits on U55 (numerics on real data), with BundleIO.
 TINY_CONFIG = {
     "models": [
-        {"name": "mnist", "file": "models/mnist.py"},
+        # `reads`: a file the model's code reads (as a model file loading its weights would)
+        {"name": "mnist", "file": "models/mnist.py", "reads": ["tests/data/mnist_reads.txt"]},
         {
             "name": "add",
             "import": "executorch.examples.models.toy_model:AddModule",
@@ -63,7 +64,8 @@ def make_workdir(path: Path, config: dict) -> Path:
     (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.copytree(REPO / "models", path / "models", dirs_exist_ok=True)
     (path / "tests" / "data").mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "tests" / "data" / "tiny_board.yaml", path / "tests" / "data")
+    for name in ("tiny_board.yaml", "mnist_reads.txt"):
+        shutil.copy(REPO / "tests" / "data" / name, path / "tests" / "data")
     for name in CHECKOUT_LINKS:
         if not (path / name).is_symlink():
             (path / name).symlink_to(REPO / name)
@@ -113,7 +115,11 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = 
 def planned_jobs(workdir: Path, env: dict | None = None) -> dict[str, int]:
     """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
     proc = snakemake(workdir, "--dry-run", env=env)
-    text = proc.stdout + proc.stderr
+    return job_stats(proc.stdout + proc.stderr)
+
+
+def job_stats(text: str) -> dict[str, int]:
+    """The jobs by rule in what a Snakemake dry run printed ({} when there is nothing to do)."""
     if "Nothing to be done" in text:
         return {}
     stats = text.split("Job stats:")[1]

@@ -1,5 +1,7 @@
 """The config schema and the matrix it expands to."""
 
+import importlib.metadata
+import re
 from pathlib import Path
 
 import pytest
@@ -74,7 +76,7 @@ def test_schema_fills_defaults():
     config = {"models": [ADD]}
     validate(config, SCHEMA)
     assert config["targets"] == ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
-    assert config["vela"] == {"optimise": "Performance", "arena_cache_size": None, "config": None}
+    assert config["vela"] == {"optimise": "Performance", "arena_cache_size": None, "config": None, "versions": None}
     assert config["quantization"] == ["int8"] and config["seed"] == 0
 
 
@@ -188,3 +190,49 @@ def test_unsafe_model_names_are_rejected_by_the_schema_and_the_library(name):
 def test_unknown_keys_are_rejected_by_the_schema():
     with pytest.raises(WorkflowError, match="Additional properties are not allowed .'modles' was unexpected"):
         validate({"models": [ADD], "modles": []}, SCHEMA)
+
+
+def test_vela_versions_sweep_each_cell_with_each_version_and_keep_the_installed_ones_paths():
+    installed = importlib.metadata.version("ethos-u-vela")
+    config = {
+        "models": [ADD],
+        "targets": ["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"versions": ["5.2.0"]}}],
+        "memory_modes": ["Shared_Sram"],
+        "vela": {"versions": [installed, "5.2.0"]},
+        "exclude": [{"target": "ethos-u55-128", "vela_version": "5.2.0"}],
+    }
+    cells = sweep(config).cells
+    assert [(c.target, c.effective_vela_version, c.id.rsplit("/", 1)[1]) for c in cells] == [
+        # the installed Vela's cell keeps its path whether or not other versions are swept
+        ("ethos-u55-128", installed, "Shared_Sram"),
+        # a per-target list replaces the global one
+        ("ethos-u85-256", "5.2.0", "Shared_Sram@vela-5.2.0"),
+    ]
+    assert "2 Vela versions" in sweep(config).describe()
+    assert sweep({**config, "vela": {}, "exclude": []}).cells[0].vela_version is None
+
+
+@pytest.mark.parametrize(
+    ("versions", "message"),
+    [
+        (["5.2.0", "5.2.0"], "vela.versions: a Vela version is listed twice"),
+        (["latest"], "vela.versions[0]: 'latest' is not a Vela release number"),
+    ],
+)
+def test_a_bad_vela_version_list_names_the_key(versions, message):
+    config = {"models": [ADD], "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"], "vela": {}}
+    config["vela"]["versions"] = versions
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_sweep(config, REPO)  # the schema also rejects 'latest' (its pattern); this is the one-line check
+
+
+def test_a_models_declared_files_are_resolved_and_checked(tmp_path):
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "a.pt").write_bytes(b"x")
+    (tmp_path / "weights" / "b.pt").write_bytes(b"y")
+    (tmp_path / "labels.txt").write_text("cat\n")
+    model = {**ADD, "reads": ["labels.txt", "weights"]}
+    result = build_sweep({"models": [model], "targets": ["ethos-u55-128"], "memory_modes": ["Shared_Sram"]}, tmp_path)
+    assert result.models["add"].reads == ("labels.txt", "weights/a.pt", "weights/b.pt")
+    with pytest.raises(ConfigError, match=r"models\[0\]\.reads \(add\)\[0\]: 'missing.pt' does not exist"):
+        build_sweep({"models": [{**ADD, "reads": ["missing.pt"]}], "targets": ["ethos-u55-128"]}, tmp_path)

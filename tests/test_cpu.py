@@ -183,7 +183,7 @@ def test_without_sdk_every_cpu_cell_says_what_is_missing(tiny_sweep):
     for row in rows:
         assert row["firmware"].startswith("not configured: ExecuTorch source checkout: sdk.executorch_src is not set")
         assert row["qemu_run"] == "not run: no runner ELF"
-        assert row["torch"] and row["executorch"] and row["vela"] and row["tosa_tools"]
+        assert row["torch_version"] and row["executorch_version"] and row["vela_version"] and row["tosa_tools_version"]
     assert int(rows[0]["pte_bytes"]) == (tiny_sweep / MNIST_CPU / "model.pte").stat().st_size
     index = (tiny_sweep / "results/report/index.html").read_text()
     section = index[index.index("CPU only (no NPU)") : index.index("<h2>Cells</h2>")]

@@ -46,7 +46,12 @@ def test_summary_has_a_row_per_cell_with_real_numbers(tiny_sweep):
     )
     assert int(mnist["vela_cycles_total"]) == 138824 and mnist["vela_inference_ms"] == "0.2776"
     assert int(mnist["pte_bytes"]) == (tiny_sweep / "results/vela" / U55_CELL / "model.pte").stat().st_size
-    assert (mnist["torch"], mnist["executorch"], mnist["vela"], mnist["tosa_tools"]) == (
+    assert (
+        mnist["torch_version"],
+        mnist["executorch_version"],
+        mnist["vela_version"],
+        mnist["tosa_tools_version"],
+    ) == (
         "2.13.0",
         "1.5.1",
         "5.1.0",

@@ -2,7 +2,10 @@
 
 `ethosweep compare A/summary.csv B/summary.csv` compares two runs cell by cell: what changed in
 cycles, time, memory, size and accuracy, and which tool versions differ; the tool for "did
-upgrading Vela/ExecuTorch change anything?".
+upgrading Vela/ExecuTorch change anything?". When the two runs were compiled by different Vela
+versions, and for one run that sweeps several (`ethosweep compare results/summary.csv`), it also
+shows per model and target what each Vela version changes, largest first, regressions named,
+and the layer whose cycles moved most.
 
 `ethosweep check-sdk [config.yaml]` says which parts the firmware and FVP stages find (the
 config's `sdk` section, PATH), and how to get the others.
@@ -12,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from ethosweep.results.table import number, read_summary_csv
+from ethosweep.results import vela_versions as vv
+from ethosweep.results.table import cell_id, number, read_summary_csv
 from ethosweep.runtime.provenance import TOOLS
 
-KEY = ("model", "quantization", "target", "system_config", "memory_mode", "board")
 COMPARED = (
     ("vela_cycles_total", "Vela cycles"),
     ("vela_inference_ms", "ms"),
@@ -27,10 +31,27 @@ COMPARED = (
 )
 
 
+def _key(row: dict) -> tuple[str, ...]:
+    """A row's cell and board: the same cell in two runs (its path, so that a cell of another
+    Vela version is compared with the same version's)."""
+    return (cell_id(row), row.get("board", ""))
+
+
+def _version(row: dict, tool: str) -> str:
+    """A tool's version in a row (summaries before ethosweep named the columns without `_version`)."""
+    return row.get(f"{tool}_version", row.get(tool, ""))
+
+
+def _shown(key: tuple[str, ...]) -> str:
+    """'mnist / int8 / ethos-u85-256 / Ethos_U85_SYS_DRAM_Mid / Shared_Sram / alif-e8'"""
+    cell, board = key
+    return " / ".join([*cell.split("/"), *([board] if board else [])])
+
+
 def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
     """Per-cell deltas between two summaries (B relative to A)."""
-    a = {tuple(r.get(k, "") for k in KEY): r for r in a_rows}
-    b = {tuple(r.get(k, "") for k in KEY): r for r in b_rows}
+    a = {_key(r): r for r in a_rows}
+    b = {_key(r): r for r in b_rows}
     changed = []
     for key in [k for k in a if k in b]:
         deltas = {}
@@ -43,9 +64,9 @@ def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:
         if deltas:
             changed.append((key, deltas))
     versions = {
-        tool: (a_rows[0].get(tool), b_rows[0].get(tool))
+        tool: (_version(a_rows[0], tool), _version(b_rows[0], tool))
         for tool in [*TOOLS, "ethosweep"]
-        if a_rows and b_rows and a_rows[0].get(tool) != b_rows[0].get(tool)
+        if a_rows and b_rows and _version(a_rows[0], tool) != _version(b_rows[0], tool)
     }
     return {
         "changed": changed,
@@ -65,7 +86,7 @@ def format_comparison(result: dict, a_name: str, b_name: str) -> str:
         f"{len(result['only_a'])} only in A, {len(result['only_b'])} only in B"
     )
     for key, deltas in result["changed"]:
-        cell = " / ".join(k for k in key if k)
+        cell = _shown(key)
         parts = []
         for label, (x, y) in deltas.items():
             if isinstance(x, float) and isinstance(y, float) and x:
@@ -75,8 +96,38 @@ def format_comparison(result: dict, a_name: str, b_name: str) -> str:
         lines.append(f"  {cell}: " + "; ".join(parts))
     for name, keys in (("only in A", result["only_a"]), ("only in B", result["only_b"])):
         for key in keys:
-            lines.append(f"  {name}: " + " / ".join(k for k in key if k))
+            lines.append(f"  {name}: " + _shown(key))
     return "\n".join(lines)
+
+
+def per_layer_files(rows: list[dict], summary: str) -> dict[str, str]:
+    """Each cell's per-layer CSV (beside its .pte, relative to the run the summary belongs to)."""
+    run = Path(summary).resolve().parent.parent  # <run>/results/summary.csv
+    found = {}
+    for row in rows:
+        if row.get("pte"):
+            path = run / Path(row["pte"]).parent / "per_layer.csv"
+            if path.exists():
+                found[cell_id(row)] = str(path)
+    return found
+
+
+def across_runs(a_rows: list[dict], b_rows: list[dict], a_name: str, b_name: str) -> list[vv.TargetChange]:
+    """Two runs compiled by different Vela versions, as one table of versions: B's cells tagged
+    with their version and paired with A's."""
+    a_layers, b_layers = per_layer_files(a_rows, a_name), per_layer_files(b_rows, b_name)
+    tagged_b = [{**r, "cell": f"{cell_id(r)}#B"} for r in b_rows]
+    layers = {**a_layers, **{f"{k}#B": v for k, v in b_layers.items()}}
+    base = _version(a_rows[0], "vela") if a_rows else None
+    return vv.compare_versions([*a_rows, *tagged_b], base_version=base, per_layer=layers)
+
+
+def compare_vela_versions(summary: str) -> list[str]:
+    rows = read_summary_csv(summary)
+    changes = vv.compare_versions(rows, per_layer=per_layer_files(rows, summary))
+    if not changes:
+        return [f"{summary}: one Vela version ({', '.join(vv.versions_in(rows)) or 'none'}): nothing to compare"]
+    return [f"Vela versions in {summary}: {', '.join(vv.versions_in(rows))}", *vv.format_changes(changes)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,16 +135,33 @@ def main(argv: list[str] | None = None) -> int:
         prog="ethosweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    cmp_parser = commands.add_parser("compare", help="per-cell deltas between two results/summary.csv files")
-    cmp_parser.add_argument("a", help="the reference summary.csv")
-    cmp_parser.add_argument("b", help="the summary.csv to compare with it")
+    cmp_parser = commands.add_parser(
+        "compare",
+        help="per-cell deltas between two results/summary.csv files, or the Vela versions one sweep compiled with",
+    )
+    cmp_parser.add_argument("a", help="the reference summary.csv (alone: compare the Vela versions it holds)")
+    cmp_parser.add_argument("b", nargs="?", help="the summary.csv to compare with it")
     sdk_parser = commands.add_parser("check-sdk", help="what the firmware and FVP stages find, and how to get the rest")
     sdk_parser.add_argument("config", nargs="?", default="config/config.yaml", help="the workflow's config")
     args = parser.parse_args(argv)
     if args.command == "check-sdk":
         return check_sdk(args.config)
-    result = compare(read_summary_csv(args.a), read_summary_csv(args.b))
+    if args.b is None:
+        print("\n".join(compare_vela_versions(args.a)))
+        return 0
+    a_rows, b_rows = read_summary_csv(args.a), read_summary_csv(args.b)
+    result = compare(a_rows, b_rows)
     print(format_comparison(result, args.a, args.b))
+    if "vela" in result["versions"]:
+        print(
+            "\n".join(
+                [
+                    "",
+                    "Vela versions, per model and target:",
+                    *vv.format_changes(across_runs(a_rows, b_rows, args.a, args.b)),
+                ]
+            )
+        )
     return 0
 
 

@@ -13,6 +13,7 @@ from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
 from ethosweep.runtime.codeversion import code_version
+from ethosweep.runtime.packages import model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
@@ -55,8 +56,9 @@ if not SDK.firmware_ready():
 if SWEEP.cpu_cells:
     print(f"ethosweep: CPU-only cells: firmware {SDK.cpu_firmware_line()}; QEMU {SDK.qemu_line()}", file=sys.stderr)
 
-# The path of a cell below each stage's folder (see Cell.id).
-CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}"
+# The path of a cell below each stage's folder (see Cell.id): `vela_tag` is empty for the Vela
+# installed with ExecuTorch and "@vela-<version>" for another version the config sweeps.
+CELL = "{model}/{quant}/{target}/{system_config}/{memory_mode}{vela_tag}"
 # What quantize, lower and verify are keyed by: every cell of a model, scheme and TOSA
 # profile (u55: Ethos-U55 and -U65, u85: Ethos-U85) shares their outputs.
 PROFILE = "{model}/{quant}/{tosa_profile}"
@@ -77,6 +79,10 @@ wildcard_constraints:
     target=_alternatives(c.target for c in SWEEP.cells),
     system_config=_alternatives(c.system_config for c in SWEEP.cells),
     memory_mode=_alternatives(c.memory_mode for c in SWEEP.cells),
+    # empty for the installed Vela's cells: a pattern that matches the empty string (an empty
+    # constraint would fall back to Snakemake's `.+`)
+    vela_tag=f"(?:{_alternatives(c.vela_tag for c in SWEEP.cells if c.vela_tag) or '(?!)'})?",
+    vela_version=_alternatives(SWEEP.other_vela_versions()) or "no-other-vela-version",
     tosa_profile="u55|u85",
     board=_alternatives(SWEEP.boards) or "no-boards-configured",
     cpu=_alternatives(ethosweep_targets.CPU_TARGETS),
@@ -89,6 +95,7 @@ def cell_of(wildcards):
         wildcards.target,
         wildcards.system_config,
         wildcards.memory_mode,
+        wildcards.vela_tag,
     )
 
 
@@ -104,6 +111,7 @@ def _cell_fields(cell):
         "target": cell.target,
         "system_config": cell.system_config,
         "memory_mode": cell.memory_mode,
+        "vela_tag": cell.vela_tag,
         "tosa_profile": cell.tosa_profile,
     }
 
@@ -112,6 +120,8 @@ def cell_record(cell):
     """The plain-data description of a cell (with its boards) that the summary receives as a param."""
     return {
         **_cell_fields(cell),
+        "id": cell.id,
+        "vela_version": cell.effective_vela_version,
         "vela": cell.vela.as_params(),
         "seed": SWEEP.seed,
         "boards": [SWEEP.boards[b].as_params() for b in SWEEP.cell_boards.get(cell.id, [])],
@@ -134,6 +144,48 @@ def model_source_file(wildcards):
     """A model file is an input (editing it reruns the model's chain); import models have none."""
     spec = SWEEP.models[wildcards.model]
     return [spec.file] if spec.file else []
+
+
+def model_reads(wildcards):
+    """The files a model's code reads (`reads:`): editing one reruns that model's chain."""
+    return list(SWEEP.models[wildcards.model].reads)
+
+
+def model_tools(*modules):
+    """A `tools` param: the versions of what the stage modules run and of the model's own code
+    (a model file's imports, an `import:` model's package; ethosweep.runtime.packages)."""
+
+    def versions(wildcards):
+        spec = SWEEP.models[wildcards.model]
+        return {**stage_versions(*modules), **model_versions(spec.file, spec.import_path)}
+
+    return versions
+
+
+def vela_tools(*modules):
+    """A `tools` param for a cell's Vela job: what the stage modules run, with the cell's own
+    Vela version (the installed one, or the one its environment holds)."""
+
+    def versions(wildcards):
+        return {**stage_versions(*modules), "ethos-u-vela": cell_of(wildcards).effective_vela_version}
+
+    return versions
+
+
+def vela_environment(version):
+    """Where the environment of a Vela version other than the installed one lives."""
+    return f"results/tools/vela/{version}"
+
+
+def cell_vela_env(wildcards):
+    """A cell of another Vela version needs that version's environment (ethosweep.vela.environment)."""
+    version = cell_of(wildcards).vela_version
+    return [f"{vela_environment(version)}/env.json"] if version else []
+
+
+def cell_vela_version(wildcards):
+    """None for the installed Vela (in-process), else the cell's version."""
+    return cell_of(wildcards).vela_version
 
 
 def model_dataset(wildcards):
@@ -208,9 +260,8 @@ def cell_params(wildcards):
 def header_symbol(wildcards):
     from ethosweep.deploy.header import symbol_for
 
-    return symbol_for(
-        wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode
-    )
+    parts = (wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode)
+    return symbol_for(*parts, *filter(None, [wildcards.vela_tag]))
 
 
 # ---- targets and end-of-run reporting ----------------------------------------
@@ -327,6 +378,7 @@ STAGE_LOGS = (
     ("export", "logs/export/{model}.log"),
     ("quantize", f"logs/quantize/{PROFILE}.log"),
     ("lower", f"logs/lower/{PROFILE}.log"),
+    ("vela environment", "logs/tools/vela/{vela_version}.log"),
     ("vela", f"logs/vela/{CELL}.log"),
     ("verify", f"logs/verify/{PROFILE}.log"),
 )
@@ -337,7 +389,7 @@ def summarize_after_failure():
     write results/summary.csv with a row per cell, failed cells naming their cause."""
     rows = []
     for cell in SWEEP.cells:
-        fields = {**_cell_fields(cell), "tosa_profile": cell.tosa_profile}
+        fields = {**_cell_fields(cell), "vela_version": cell.vela_version or ""}
         paths = {
             "compile_meta": f"{COMPILED}/compile.json".format(**fields),
             "delegation": f"{LOWERED}/delegation.json".format(**fields),

@@ -1,6 +1,8 @@
 rule export_model:
     input:
         model_file=model_source_file,
+        # files the model's code reads (`reads:` in the config)
+        reads=model_reads,
         weights=trained_weights,
     output:
         program="results/export/{model}/program.pt2",
@@ -20,6 +22,7 @@ rule export_model:
     params:
         model=model_params,
         seed=SWEEP.seed,
+        tools=model_tools("ethosweep.compile.export"),
         code=code_version("ethosweep.compile.export"),
     script:
         "../scripts/export.py"

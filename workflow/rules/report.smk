@@ -11,7 +11,7 @@ rule report_cells:
     output:
         folder=report(
             directory("results/report/cells"),
-            patterns=["{model}/{quant}/{target}/{system_config}/{memory_mode}.html"],
+            patterns=["{model}/{quant}/{target}/{system_config}/{memory_mode}{vela_tag}.html"],
             caption="../report/cell.rst",
             category="Cells",
             subcategory="{model}",
@@ -20,6 +20,7 @@ rule report_cells:
                 "quantization": "{quant}",
                 "target": "{target}",
                 "memory mode": "{memory_mode}",
+                "Vela": "{vela_tag}",
             },
         ),
     log:
@@ -31,6 +32,7 @@ rule report_cells:
         "../../envs/ethosweep.yaml"
     params:
         cells=[cell_record(c) for c in SWEEP.cells],
+        tools=stage_versions("ethosweep.results.report"),
         code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_cells.py"
@@ -70,6 +72,7 @@ rule report_plots:
         "../../envs/ethosweep.yaml"
     params:
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
+        tools=stage_versions("ethosweep.results.report"),
         code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_plots.py"
@@ -84,6 +87,8 @@ rule report_index:
         pareto="results/report/pareto.svg",
         cell_pages="results/report/cells",
         cpu_summary=[CPU_SUMMARY] if SWEEP.cpu_cells else [],
+        # several Vela versions: the layer whose cycles moved most, from each cell's per-layer report
+        per_layer=cell_paths(f"{COMPILED}/per_layer.csv") if len(SWEEP.vela_versions()) > 1 else [],
     output:
         index=report(
             "results/report/index.html",
@@ -104,6 +109,7 @@ rule report_index:
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
         latency_budget_ms=report_setting("latency_budget_ms", None),
         board_latency_budget_ms=report_setting("board_latency_budget_ms", {}),
+        tools=stage_versions("ethosweep.results.report"),
         code=code_version("ethosweep.results.report"),
     script:
         "../scripts/report_index.py"

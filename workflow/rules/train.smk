@@ -2,6 +2,8 @@
 rule train_model:
     input:
         model_file=model_source_file,
+        # files the model's code reads (`reads:` in the config)
+        reads=model_reads,
         dataset=model_dataset_files,
     output:
         weights="results/train/{model}/weights.pt",
@@ -20,6 +22,7 @@ rule train_model:
         seed=SWEEP.seed,
         dataset=model_dataset,
         train=model_training,
+        tools=model_tools("ethosweep.compile.train"),
         code=code_version("ethosweep.compile.train"),
     script:
         "../scripts/train.py"

@@ -1,3 +1,28 @@
+# Another Vela version than the one installed beside ExecuTorch (`vela: {versions: [...]}`): an
+# environment of its own, made once with uv from the registry (see ethosweep/vela/environment.py).
+# A local rule: it needs the package registry, which cluster nodes often cannot reach.
+rule install_vela:
+    output:
+        venv=directory(f"{vela_environment('{vela_version}')}/venv"),
+        lock=f"{vela_environment('{vela_version}')}/requirements.txt",
+        env=f"{vela_environment('{vela_version}')}/env.json",
+    log:
+        "logs/tools/vela/{vela_version}.log",
+    benchmark:
+        "benchmarks/tools/vela/{vela_version}.tsv"
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    params:
+        tools=stage_versions("ethosweep.vela.environment"),
+        code=code_version("ethosweep.vela.environment"),
+    script:
+        "../scripts/install_vela.py"
+
+
 # Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
 # and options (ExecuTorch's own Vela entry point), and the cell's .pte assembled from the
 # profile's template (see ethosweep/vela/compile.py): a cell's only compile work. The same job
@@ -8,6 +33,7 @@ rule compile_with_vela:
         template=of_profile(f"{LOWERED}/template.pte"),
         lower_meta=of_profile(f"{LOWERED}/lower.json"),
         vela_ini=custom_vela_ini,
+        vela_env=cell_vela_env,
     output:
         pte=ensure(f"{COMPILED}/model.pte", non_empty=True),
         summary=f"{COMPILED}/summary.json",
@@ -31,6 +57,8 @@ rule compile_with_vela:
         vela=cell_vela_options,
         repro=cell_repro_folder,
         symbol=header_symbol,
+        vela_version=cell_vela_version,
+        tools=vela_tools("ethosweep.vela.compile", "ethosweep.deploy.header"),
         code=code_version("ethosweep.vela.compile", "ethosweep.deploy.header"),
     script:
         "../scripts/vela.py"

@@ -16,6 +16,8 @@ run_stages(
             per_layer=snakemake.output.per_layer,
             meta=snakemake.output.meta,
             repro=snakemake.params.repro,
+            vela_version=snakemake.params.vela_version,
+            vela_env=snakemake.input.vela_env[0] if snakemake.input.vela_env else None,
         ),
     ),
     (

@@ -21,6 +21,7 @@ from ethosweep.matrix import targets as tg
 from ethosweep.matrix.models import InputSpec, ModelSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")  # a release number, as PyPI lists ethos-u-vela's
 QUANT_SCHEMES = ("int8", "a16w8")
 
 
@@ -46,11 +47,24 @@ class Cell:
     system_config: str
     memory_mode: str
     vela: VelaOptions = VelaOptions()
+    # None: the Vela installed with ExecuTorch (uv.lock), run in-process; else another version,
+    # run from an environment of its own (ethosweep.vela.environment)
+    vela_version: str | None = None
+
+    @property
+    def vela_tag(self) -> str:
+        """'' for the installed Vela, '@vela-<version>' for another: what the cell's path adds, so
+        the installed version's cells keep their paths whether or not other versions are swept."""
+        return "" if self.vela_version is None else f"@vela-{self.vela_version}"
+
+    @property
+    def effective_vela_version(self) -> str:
+        return self.vela_version or tg.installed_vela_version()
 
     @property
     def id(self) -> str:
         """The cell's path below each stage's results folder."""
-        return "/".join((self.model, self.quant, self.target, self.system_config, self.memory_mode))
+        return "/".join((self.model, self.quant, self.target, self.system_config, self.memory_mode)) + self.vela_tag
 
     @property
     def tosa_profile(self) -> str:
@@ -59,7 +73,8 @@ class Cell:
     @property
     def label(self) -> str:
         """How messages name the cell."""
-        return f"{self.model} [{self.quant}] on {self.target} / {self.system_config} / {self.memory_mode}"
+        label = f"{self.model} [{self.quant}] on {self.target} / {self.system_config} / {self.memory_mode}"
+        return label + (f" with Vela {self.vela_version}" if self.vela_version else "")
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class TargetEntry:
     system_config: str
     vela: VelaOptions
     ini: tg.VelaIni
+    vela_versions: tuple[str | None, ...] = (None,)
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,7 @@ class Sweep:
     boards: dict = field(default_factory=dict)  # name -> boards.Board
     cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
     cpu_cells: list[CpuCell] = field(default_factory=list)
+    _by_id: dict = field(default_factory=dict, repr=False)
 
     def board_cells(self) -> list[tuple[str, Cell]]:
         """(board, cell) for every cell compiled for a board, in matrix order."""
@@ -102,12 +119,22 @@ class Sweep:
     def cells_of(self, **match: str) -> list[Cell]:
         return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
 
-    def cell(self, model, quant, target, system_config, memory_mode) -> Cell:
-        key = "/".join((model, quant, target, system_config, memory_mode))
-        for c in self.cells:
-            if c.id == key:
-                return c
-        raise KeyError(f"no cell {key} in the matrix")
+    def cell(self, model, quant, target, system_config, memory_mode, vela_tag="") -> Cell:
+        key = "/".join((model, quant, target, system_config, memory_mode)) + vela_tag
+        if len(self._by_id) != len(self.cells):
+            self._by_id.update({c.id: c for c in self.cells})
+        try:
+            return self._by_id[key]
+        except KeyError:
+            raise KeyError(f"no cell {key} in the matrix") from None
+
+    def other_vela_versions(self) -> list[str]:
+        """The Vela versions cells run from environments of their own (not the installed one)."""
+        return sorted({c.vela_version for c in self.cells if c.vela_version}, key=_version_key)
+
+    def vela_versions(self) -> list[str]:
+        """Every Vela version the matrix sweeps, the installed one included if any cell uses it."""
+        return sorted({c.effective_vela_version for c in self.cells}, key=_version_key)
 
     def quantize_keys(self) -> list[tuple[str, str, str]]:
         """(model, quant, tosa profile) combinations the cells need, in matrix order."""
@@ -121,6 +148,8 @@ class Sweep:
             (len({c.memory_mode for c in self.cells}), "memory mode"),
             (len({c.quant for c in self.cells}), "quantization scheme"),
         )
+        if len(self.vela_versions()) > 1:
+            dims += ((len(self.vela_versions()), "Vela version"),)
         text = (
             f"ethosweep: {len(self.cells)} cells ("
             + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims)
@@ -190,12 +219,14 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
     models = _models(config["models"], base)
     quantization = tuple(config.get("quantization", ["int8"]))
     global_vela = _vela_options(config.get("vela", {}), None, "vela", base)
+    global_versions = _vela_versions(config.get("vela", {}), (None,), "vela")
     entries = _target_entries(
         config.get("targets", []),
         config.get("system_configs", {}),
         global_vela,
         base,
         allow_empty=bool(config.get("boards")),
+        global_versions=global_versions,
     )
     memory_modes = _memory_modes(config.get("memory_modes", []), entries)
     boards = _boards(
@@ -214,7 +245,10 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
                     if reason is not None:
                         skipped.append((f"{entry.target} x {entry.system_config} x {mode}", reason))
                         continue
-                    cells.append(Cell(model, quant, entry.target, entry.system_config, mode, entry.vela))
+                    cells.extend(
+                        Cell(model, quant, entry.target, entry.system_config, mode, entry.vela, version)
+                        for version in entry.vela_versions
+                    )
     # The same target/memory combination is skipped once per model and scheme: report it once.
     skipped = list(dict.fromkeys(skipped))
 
@@ -224,7 +258,9 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
 
     for i, selector in enumerate(config.get("include", [])):
         cells.extend(
-            _included_cells(selector, f"include[{i}]", models, quantization, entries, config, global_vela, base)
+            _included_cells(
+                selector, f"include[{i}]", models, quantization, entries, config, global_vela, global_versions, base
+            )
         )
 
     cell_boards: dict[str, list[str]] = {}
@@ -232,9 +268,10 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
         for model in models:
             for quant in quantization:
                 for mode in board.memory_modes:
-                    cell = Cell(model, quant, board.target, board.system_config, mode, global_vela)
-                    cells.append(cell)
-                    cell_boards.setdefault(cell.id, []).append(board.name)
+                    for version in global_versions:
+                        cell = Cell(model, quant, board.target, board.system_config, mode, global_vela, version)
+                        cells.append(cell)
+                        cell_boards.setdefault(cell.id, []).append(board.name)
 
     cells = list({c.id: c for c in cells}.values())
     if not cells:
@@ -331,7 +368,12 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             raise ConfigError(
                 f"{where}.dataset.path ({name}): {dataset['path']!r} does not exist (relative to {base.resolve()})"
             )
-        extras = {"dataset": dataset, "train": train, "classifier": entry.get("classifier")}
+        extras = {
+            "dataset": dataset,
+            "train": train,
+            "classifier": entry.get("classifier"),
+            "reads": _model_reads(entry.get("reads", []), f"{where}.reads ({name})", base),
+        }
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:
             raise ConfigError(
@@ -365,6 +407,23 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
     return models
 
 
+def _model_reads(paths: list[str], where: str, base: Path) -> tuple[str, ...]:
+    """The files a model's code reads, each an input of its export (a folder: every file in it)."""
+    files = []
+    for i, path in enumerate(paths):
+        full = base / path
+        if full.is_dir():
+            files.extend(str(Path(path) / p.relative_to(full)) for p in sorted(full.rglob("*")) if p.is_file())
+        elif full.is_file():
+            files.append(path)
+        else:
+            raise ConfigError(
+                f"{where}[{i}]: {path!r} does not exist (relative to {base.resolve()}); list the files the "
+                "model's code reads, relative to the working directory"
+            )
+    return tuple(dict.fromkeys(files))
+
+
 def _vela_options(entry: dict, inherited: VelaOptions | None, where: str, base: Path) -> VelaOptions:
     inherited = inherited or VelaOptions()
     options = VelaOptions(
@@ -379,12 +438,38 @@ def _vela_options(entry: dict, inherited: VelaOptions | None, where: str, base: 
     return options
 
 
+def _vela_versions(entry: dict, inherited: tuple[str | None, ...], where: str) -> tuple[str | None, ...]:
+    """The Vela versions of `versions:` (None stands for the installed one), or the inherited ones."""
+    if entry.get("versions") is None:
+        return inherited
+    versions = [str(v) for v in entry["versions"]]
+    for i, version in enumerate(versions):
+        if not VERSION_RE.match(version):
+            raise ConfigError(
+                f"{where}.versions[{i}]: {version!r} is not a Vela release number (e.g. 5.2.0; "
+                f"the installed one is {tg.installed_vela_version()})"
+            )
+    if len(set(versions)) != len(versions):
+        raise ConfigError(f"{where}.versions: a Vela version is listed twice")
+    installed = tg.installed_vela_version()
+    return tuple(None if v == installed else v for v in versions)
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
 def _ini(options: VelaOptions, base: Path) -> tg.VelaIni:
     return tg.read_vela_ini(None if options.config is None else str(base / options.config))
 
 
 def _target_entries(
-    entries: list, family_defaults: dict, global_vela: VelaOptions, base: Path, allow_empty: bool = False
+    entries: list,
+    family_defaults: dict,
+    global_vela: VelaOptions,
+    base: Path,
+    allow_empty: bool = False,
+    global_versions: tuple[str | None, ...] = (None,),
 ) -> list[TargetEntry]:
     result: list[TargetEntry] = []
     for i, entry in enumerate(entries):
@@ -403,7 +488,8 @@ def _target_entries(
             raise ConfigError(f"{key}: {reason}")
         if any(e.target == target and e.system_config == system_config for e in result):
             raise ConfigError(f"{where}: {target} with system config {system_config} is listed twice")
-        result.append(TargetEntry(target, system_config, vela, ini))
+        versions = _vela_versions(spec.get("vela", {}), global_versions, f"{where}.vela")
+        result.append(TargetEntry(target, system_config, vela, ini, versions))
     if not result and not allow_empty:
         raise ConfigError(f"targets: the list is empty; allowed targets: {', '.join(tg.TARGETS)}")
     return result
@@ -424,7 +510,7 @@ def _combination_reason(entry: TargetEntry, memory_mode: str) -> str | None:
 
 
 def _matches(cell: Cell, selector: dict) -> bool:
-    key_to_attr = {"quantization": "quant"}
+    key_to_attr = {"quantization": "quant", "vela_version": "effective_vela_version"}
     return all(getattr(cell, key_to_attr.get(k, k)) == v for k, v in selector.items())
 
 
@@ -435,6 +521,7 @@ def _allowed_values(models, quantization, entries, memory_modes) -> dict[str, It
         "target": list(dict.fromkeys(e.target for e in entries)),
         "system_config": list(dict.fromkeys(e.system_config for e in entries)),
         "memory_mode": list(memory_modes),
+        "vela_version": list(dict.fromkeys(v or tg.installed_vela_version() for e in entries for v in e.vela_versions)),
     }
 
 
@@ -445,7 +532,9 @@ def _check_selector(selector: dict, where: str, models, quantization, entries, m
             raise ConfigError(f"{where}.{key}: {value!r} is not in the matrix; allowed: {', '.join(allowed[key])}")
 
 
-def _included_cells(selector, where, models, quantization, entries, config, global_vela, base) -> list[Cell]:
+def _included_cells(
+    selector, where, models, quantization, entries, config, global_vela, global_versions, base
+) -> list[Cell]:
     model, target, mode = selector["model"], selector["target"], selector["memory_mode"]
     if model not in models:
         raise ConfigError(f"{where}.model: unknown model {model!r}; allowed: {', '.join(models)}")
@@ -463,6 +552,9 @@ def _included_cells(selector, where, models, quantization, entries, config, glob
     )
     vela = matching[0].vela if matching else global_vela
     ini = matching[0].ini if matching else _ini(vela, base)
+    versions = matching[0].vela_versions if matching else global_versions
+    if "vela_version" in selector:
+        versions = _vela_versions({"versions": [selector["vela_version"]]}, versions, f"{where}")
     for key, reason in (
         ("system_config", tg.system_config_reason(target, system_config, ini)),
         ("memory_mode", tg.memory_mode_reason(target, system_config, mode, ini)),
@@ -473,4 +565,4 @@ def _included_cells(selector, where, models, quantization, entries, config, glob
     for q in quants:
         if q not in QUANT_SCHEMES:
             raise ConfigError(f"{where}.quantization: unknown scheme {q!r}; allowed: {', '.join(QUANT_SCHEMES)}")
-    return [Cell(model, q, target, system_config, mode, vela) for q in quants]
+    return [Cell(model, q, target, system_config, mode, vela, version) for q in quants for version in versions]

@@ -31,6 +31,7 @@ class ModelSpec:
     dataset: Any = field(default=None, hash=False)  # "digits" or {"path": ...}
     train: dict | None = field(default=None, hash=False)  # epochs, lr, batch_size
     classifier: bool | None = None  # None: labelled data decides (ethosweep.verify.verdicts)
+    reads: tuple[str, ...] = ()  # files the model's code reads (weights, labels): its export's inputs
 
     @property
     def source(self) -> str:

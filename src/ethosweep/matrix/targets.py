@@ -133,6 +133,18 @@ class VelaIni:
         return None
 
 
+@lru_cache(maxsize=1)
+def installed_vela_version() -> str:
+    """The ethos-u-vela installed beside ExecuTorch (uv.lock pins it): the Vela that cells run
+    in-process. Any other version a config sweeps runs in an environment of its own."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("ethos-u-vela")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def builtin_vela_ini_path() -> Path:
     """Where the installed Vela keeps Arm/vela.ini (found without importing Vela)."""
     spec = importlib.util.find_spec("ethosu")

@@ -11,6 +11,7 @@ import csv
 from pathlib import Path
 
 from ethosweep.runtime.io import read_json
+from ethosweep.runtime.provenance import VERSION_COLUMNS, version_columns
 
 COLUMNS = (
     "model",
@@ -34,10 +35,7 @@ COLUMNS = (
     "method_allocator_used_kib",
     "run_input",
     "calibrated_on",
-    "torch",
-    "executorch",
-    "vela",
-    "tosa_tools",
+    *VERSION_COLUMNS,
 )
 
 
@@ -58,7 +56,7 @@ def cpu_row(
         "operators": " ".join(f"{op}x{n}" for op, n in lower["operators"].items()),
         "run_input": lower["run_input"],
         "calibrated_on": lower["calibrated_on"],
-        **{key: versions.get(key, "") for key in ("torch", "executorch", "vela", "tosa_tools")},
+        **version_columns(versions),
     }
     row.update(_firmware_columns(firmware, firmware_state))
     row.update(_qemu_columns(qemu, qemu_state if firmware else "not run: no runner ELF"))

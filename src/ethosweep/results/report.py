@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results import advice as adv
-from ethosweep.results.table import cell_id, firmware_footer, number, read_summary_csv, unique_cells
+from ethosweep.results.table import cell_id, firmware_footer, number, primary_rows, read_summary_csv, unique_cells
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.provenance import tool_versions
 
@@ -285,7 +285,7 @@ def _memory_kib(row: dict) -> float:
 
 
 def write_plots(summary: str, boards: dict[str, dict], outputs: dict[str, str]) -> None:
-    rows = read_summary_csv(summary)
+    rows = primary_rows(read_summary_csv(summary))  # one figure per cell: the installed Vela's
     drawn = {
         "cycles": lambda: plot_cycles(rows),
         "fit": lambda: plot_fit(rows, boards),
@@ -492,8 +492,8 @@ def write_cell_reports(
 
 
 def _configuration(cell: dict) -> tuple[str, ...]:
-    """What a cell shares with its siblings in other memory modes."""
-    return cell["model"], cell["quant"], cell["target"], cell["system_config"]
+    """What a cell shares with its siblings in other memory modes (the same Vela version)."""
+    return cell["model"], cell["quant"], cell["target"], cell["system_config"], cell.get("vela_version", "")
 
 
 # ---- the page -------------------------------------------------------------------------------
@@ -524,6 +524,7 @@ TABLE_COLUMNS = (
     ("quantization", "q"),
     ("target", "target"),
     ("memory_mode", "memory mode"),
+    ("vela_version", "Vela"),
     ("board", "board"),
     ("status", "status"),
     ("delegation", "delegation"),
@@ -616,6 +617,53 @@ def _pick_sections(rows: list[dict], boards: dict[str, dict], budget_ms, board_b
     return parts
 
 
+def _vela_versions_section(rows: list[dict], per_layer: dict[str, str] | None) -> list[str]:
+    """'Vela versions': with several versions swept, what each changes per model and target against
+    the oldest, largest changes first, regressions named, and the layer whose cycles moved most."""
+    from ethosweep.results import vela_versions as vv
+
+    changes = vv.compare_versions(rows, per_layer=per_layer)
+    if not changes:
+        return []
+    versions = vv.versions_in(rows)
+    parts = [
+        '<h2 id="vela-versions">Vela versions</h2>',
+        f'<p class="note">Every cell compiled by Vela {", ".join(versions)} from the same TOSA with the same '
+        f"flags; each line compares a version with {changes[0].base_version}, over the memory modes of the "
+        "model on that target, largest changes first. The figures are each version's own compiler estimates: "
+        "a change is a change in Vela's performance model or its compiled command stream, not a measurement. "
+        f"A change below {vv.NOISE_PCT} % counts as unchanged; a rise in cycles, SRAM or flash, or a cell that no "
+        "longer compiles, is named a regression.</p>",
+        "<ul>",
+    ]
+    for change in changes:
+        css = ' class="verdict v-does-not-fit"' if change.regressions else ""
+        parts.append(f"<li><span{css}>{_e(change.sentence())}</span></li>")
+    parts.append("</ul>")
+    header = ["model", "q", "target", "memory mode"]
+    for label in ("cycles", "SRAM KiB", "flash+DRAM KiB"):
+        header += [f"{label} {changes[0].base_version}", "new", "change"]
+    parts.append(
+        "<details><summary>Per cell, with the layer whose cycles moved most</summary><table><tr>"
+        + "".join(f"<th>{_e(h)}</th>" for h in [*header, "Vela", "status", "layer that moved most"])
+        + "</tr>"
+    )
+    for change in changes:
+        for cell in change.cells:
+            values = [change.model, change.quant, change.target, cell.key[-1]]
+            for figure, _ in vv.FIGURES:
+                old, new = vv.figure_of(cell.base, figure), vv.figure_of(cell.new, figure)
+                pct = cell.changes.get(figure)
+                values += [
+                    *("" if math.isnan(v) else _fmt(v) for v in (old, new)),
+                    "" if pct is None else f"{pct:+.1f} %",
+                ]
+            values += [change.new_version, cell.status_change or cell.new.get("status", ""), cell.layer]
+            parts.append("<tr>" + "".join(f'<td class="l">{_e(v)}</td>' for v in values) + "</tr>")
+    parts.append("</table></details>")
+    return parts
+
+
 def cells_table(rows: list[dict]) -> str:
     """Every summary row as a table that sorts and filters in the browser, offline.
 
@@ -679,6 +727,7 @@ def render_index(
     boards: dict[str, dict] | None = None,
     budget_ms: float | None = None,
     board_budgets: dict[str, float] | None = None,
+    per_layer: dict[str, str] | None = None,
 ) -> str:
     from itables.javascript import generate_init_offline_itables_html
     from itables.options import dt_bundle
@@ -699,7 +748,8 @@ def render_index(
         f"{len(numerics['inconclusive'])} inconclusive"
         + (f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else "")
         + ".</p>",
-        *_pick_sections(rows, boards or {}, budget_ms, board_budgets),
+        *_pick_sections(primary_rows(rows), boards or {}, budget_ms, board_budgets),
+        *_vela_versions_section(rows, per_layer),
         "<h2>Plots</h2>",
     ]
     for name in PLOTS:
@@ -747,9 +797,12 @@ def write_index(
     boards: dict[str, dict] | None = None,
     budget_ms: float | None = None,
     board_budgets: dict[str, float] | None = None,
+    per_layer: dict[str, str] | None = None,
 ) -> None:
     rows = read_summary_csv(summary)
     cpu_rows = read_summary_csv(cpu_summary) if cpu_summary else []
     svgs = {name: Path(path).read_text() for name, path in plots.items()}
     pairs = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
-    atomic_write_text(index, render_index(rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets))
+    atomic_write_text(
+        index, render_index(rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets, per_layer)
+    )

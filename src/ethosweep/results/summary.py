@@ -17,7 +17,7 @@ from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results.table import KEY_COLUMNS, cell_id, firmware_footer, number
 from ethosweep.runtime.errors import failure_reason
 from ethosweep.runtime.io import atomic_write_text, read_json
-from ethosweep.runtime.provenance import TOOLS, tool_versions
+from ethosweep.runtime.provenance import VERSION_COLUMNS, tool_versions, version_columns
 
 # The verify stage's figures, as the summary carries them.
 NUMERIC_COLUMNS = (
@@ -53,6 +53,7 @@ COLUMNS = KEY_COLUMNS + [
     "vela_core_clock_mhz",
     "vela_traffic_kib",
     "pte_bytes",
+    "pte_sha256",
     "planned_buffer_kib",
     "fit",
     "fit_sram_margin_kib",
@@ -76,14 +77,14 @@ COLUMNS = KEY_COLUMNS + [
     "fvp_npu_cycles",
     "fvp_cpu_cycles",
     "fvp_bundleio",
+    "cell",
     "header",
     "pte",
     "optimise",
     "arena_cache_size",
     "vela_config",
     "seed",
-    *TOOLS.keys(),
-    "ethosweep",
+    *(c for c in VERSION_COLUMNS if c != "vela_version"),  # vela_version is a key column
 ]
 
 
@@ -94,7 +95,9 @@ def cell_key(cell: dict, board: dict | None = None) -> dict:
         "target": cell["target"],
         "system_config": cell["system_config"],
         "memory_mode": cell["memory_mode"],
+        "vela_version": cell.get("vela_version", ""),
         "board": board["name"] if board else "",
+        "cell": cell_id(cell),
     }
 
 
@@ -172,11 +175,12 @@ def cell_row(
         "cpu_ops": table["cpu_compute_ops"],
         "cpu_operators": "; ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()),
         "pte_bytes": lowered["pte_bytes"],
+        "pte_sha256": lowered["pte_sha256"],
         "planned_buffer_kib": round(lowered["planned_buffer_bytes"] / 1024, 2),
         "pte": pte,
         "header": header,
         **_parameters(cell),
-        **{k: lowered["versions"].get(k, "") for k in [*TOOLS, "ethosweep"]},
+        **version_columns(lowered["versions"]),
         **numerics_columns(lowered, read_json(verify_report)),
     }
     if figures:
@@ -238,12 +242,12 @@ def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:
             break
     else:
         status, why = "not run", "an earlier stage failed or the run was interrupted"
-    return {**cell_key(cell), "status": status, "reason": why, **_parameters(cell), **_versions_now()}
+    return {**cell_key(cell), "status": status, "reason": why, **_parameters(cell), **_versions_now(cell)}
 
 
-def _versions_now() -> dict:
-    versions = tool_versions()
-    return {k: versions.get(k, "") for k in [*TOOLS, "ethosweep"]}
+def _versions_now(cell: dict) -> dict:
+    """The versions a cell that did not complete would have been made with."""
+    return {**version_columns(tool_versions()), "vela_version": cell.get("vela_version", "")}
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -261,11 +265,13 @@ def write_summary(rows: list[dict], path: str | Path) -> None:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix at a glance, for the terminal."""
+    several_velas = len({r.get("vela_version") for r in rows}) > 1
     headers = [
         "model",
         "q",
         "target",
         "memory mode",
+        *(["Vela"] if several_velas else []),
         "board",
         "status",
         "NPU/CPU ops",
@@ -290,6 +296,7 @@ def format_table(rows: list[dict]) -> str:
                 r["quantization"],
                 r["target"],
                 r["memory_mode"],
+                *([r.get("vela_version", "")] if several_velas else []),
                 r.get("board", ""),
                 r["status"] if r.get("status") != "ok" or not r.get("reason") else f"ok ({r.get('delegation')})",
                 f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
@@ -310,7 +317,8 @@ def format_table(rows: list[dict]) -> str:
             ]
         )
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
-    fmt = "  ".join(f"{{:{'>' if i >= 6 else '<'}{w}}}" for i, w in enumerate(widths))
+    first_number = headers.index("NPU/CPU ops")
+    fmt = "  ".join(f"{{:{'>' if i >= first_number else '<'}{w}}}" for i, w in enumerate(widths))
     out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
     out += [fmt.format(*line) for line in lines]
     failed = [r for r in rows if r.get("status") != "ok"]
@@ -323,8 +331,9 @@ def format_table(rows: list[dict]) -> str:
         "cycles and memory are Vela's compiler estimates."
     )
     for r in failed:
+        vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
         out.append(
-            f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}: "
+            f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}{vela}: "
             f"{r.get('reason', '')}"
         )
     for r in rows:

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode")
-KEY_COLUMNS = [*CELL_FIELDS, "board"]
+# A cell is also keyed by the Vela version that compiled it (several when `vela.versions` sweeps them).
+KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
 
 
 def read_summary_csv(path: str | Path) -> list[dict]:
@@ -29,11 +30,22 @@ def number(value, default=math.nan):
 
 
 def cell_id(cell: dict) -> str:
-    """A cell's path below each stage's results folder: model/quant/target/system config/memory mode.
+    """A cell's path below each stage's results folder: model/quant/target/system config/memory mode,
+    and '@vela-<version>' for a cell of another Vela version than the installed one.
 
-    Takes a cell record (key "quant") or a summary row (key "quantization")."""
+    Takes a cell record (key "id") or a summary row (column "cell"; older summaries have neither)."""
+    if cell.get("id") or cell.get("cell"):
+        return cell.get("id") or cell["cell"]
     quant = cell["quant"] if "quant" in cell else cell["quantization"]
     return "/".join((cell["model"], quant, cell["target"], cell["system_config"], cell["memory_mode"]))
+
+
+def primary_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the Vela installed with ExecuTorch: what the picks and plots show when a sweep
+    also compiles with other Vela versions (their cells' ids end in '@vela-<version>'). A sweep of
+    other versions only keeps all its rows."""
+    installed = [r for r in rows if "@vela-" not in cell_id(r)]
+    return installed or rows
 
 
 def unique_cells(rows: list[dict]) -> list[dict]:

@@ -40,8 +40,11 @@ WARM_MODULES = (
 
 
 def describe_job(rule: str, wildcards: dict[str, str]) -> str:
-    """How terminal messages name a job: 'compile_with_vela mnist/int8/ethos-u55-128/...'"""
-    return f"{rule} {'/'.join(wildcards.values())}" if wildcards else rule
+    """How terminal messages name a job: 'compile_with_vela mnist/int8/ethos-u55-128/...' (a cell
+    of another Vela version ends in '@vela-<version>', as its path does)."""
+    if not wildcards:
+        return rule
+    return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/@vela-", "@vela-")
 
 
 def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:

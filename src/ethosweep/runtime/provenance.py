@@ -7,13 +7,21 @@ from functools import lru_cache
 
 from ethosweep.runtime.inherited import export, inherited
 
-# Column name in results -> distribution name on PyPI.
+# Key in the stages' JSON records -> distribution name on PyPI.
 TOOLS = {
     "torch": "torch",
     "executorch": "executorch",
     "vela": "ethos-u-vela",
     "tosa_tools": "tosa-tools",
 }
+
+
+def version_columns(versions: dict) -> dict[str, str]:
+    """A versions record as the summaries' columns: torch_version, ..., ethosweep_version."""
+    return {f"{key}_version": versions.get(key, "") for key in [*TOOLS, "ethosweep"]}
+
+
+VERSION_COLUMNS = tuple(version_columns({}))
 
 
 @lru_cache(maxsize=None)

@@ -14,6 +14,11 @@ Vela runs in a forked child (ethosweep.runtime.isolation): a crash in its native
 this cell with the signal's name, and the partition's TOSA, the vela.ini and the exact
 command line are kept in `repro/` beside the cell's outputs to reproduce it outside the sweep.
 
+A cell of another Vela version than the installed one (`vela: {versions: [...]}`) runs that
+version's `vela` command from its own environment (ethosweep.vela.environment) as a separate
+process, with the same flags on the same TOSA, inside the same `vela_compile`: only the call
+of Vela's `main` is replaced, so its output is packed into the payload by ExecuTorch's own code.
+
 All numbers are Vela's *compiler estimates* (its performance model), not measurements.
 Cell figures from several partitions: the partitions run one after another, so cycles,
 MACs, inference time and off-chip/flash traffic add up, while the SRAM arena is reused
@@ -27,8 +32,10 @@ import csv
 import hashlib
 import io
 import logging
+import re
 import shlex
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -38,10 +45,14 @@ from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.integrity import verify
 from ethosweep.runtime.io import atomic_write_bytes, atomic_write_text, read_json, write_json
-from ethosweep.runtime.isolation import ToolCrashed, ToolFailed, call_in_child
+from ethosweep.runtime.isolation import ToolCrashed, ToolFailed, call_in_child, signal_name
 from ethosweep.runtime.provenance import tool_versions
 
 log = logging.getLogger(__name__)
+
+# Run through ExecuTorch's vela_compile, never imported here: a Vela upgrade reruns this stage
+# (ethosweep.runtime.packages). A cell of another Vela version runs that version instead.
+ALSO_RUNS = ("ethos-u-vela",)
 
 # Summary fields that add up over partitions, and those where the cell needs the largest.
 SUMMED = (
@@ -143,20 +154,60 @@ def _layers_csv(rows: list[dict]) -> str:
 # ---- compiling a partition ----------------------------------------------------------------
 
 
-def _vela_in_child(tosa: bytes, flags: list[str], workdir: str) -> bytes:
-    """Runs in the forked child: ExecuTorch's vela_compile, reports left in `workdir`/output."""
-    from executorch.backends.arm.arm_vela import vela_compile
+def _vela_in_child(tosa: bytes, flags: list[str], workdir: str, vela_command: str | None = None) -> bytes:
+    """Runs in the forked child: ExecuTorch's vela_compile, reports left in `workdir`/output.
+    With `vela_command`, that executable (another Vela version) compiles instead of the
+    installed Vela; the fork keeps the replacement out of the job's own process."""
+    from executorch.backends.arm import arm_vela
 
-    result = vela_compile(tosa, [*flags, *REPORT_FLAGS], intermediate_path=workdir)
+    if vela_command is not None:
+        arm_vela.vela = CommandLineVela(vela_command)  # the module vela_compile calls `main` on
+    result = arm_vela.vela_compile(tosa, [*flags, *REPORT_FLAGS], intermediate_path=workdir)
     if result.external_blocks:  # only with compile-spec block placements, which ethosweep never sets
         raise StageError("Vela returned external blocks; ethosweep keeps every payload inline")
     return result.processed_bytes
 
 
-def compile_partition(tosa: bytes, flags: list[str], workdir: Path, what: str) -> tuple[bytes, dict, list[dict]]:
+class CommandLineVela:
+    """Stands in for the `ethosu.vela.vela` module inside vela_compile: `main(argv)` runs another
+    Vela version's command with the same arguments, its output going to the job's log."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def main(self, argv: list[str]) -> int:
+        proc = subprocess.run([self.command, *argv], capture_output=True, text=True)
+        print(proc.stdout + proc.stderr, flush=True)
+        if proc.returncode < 0:
+            raise StageError(f"crashed ({signal_name(-proc.returncode)})")
+        if proc.returncode != 0:
+            raise StageError(vela_error_message(proc.stdout + "\n" + proc.stderr))
+        return 0
+
+
+def vela_error_message(output: str) -> str:
+    """Vela's own words for a failure, from what its command printed: the lines that say what
+    went wrong (Vela prints e.g. "Unsupported TOSA version: 1.0.0" before its traceback, argparse
+    "vela: error: ..."), with the exception that ended it, if any."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    exception = ""
+    if "Traceback (most recent call last):" in lines:
+        start = lines.index("Traceback (most recent call last):")
+        exception = next((line for line in reversed(lines) if not line.startswith(" ")), "")
+        lines = lines[:start]
+    said = [line.strip() for line in lines if re.search(r"error|unsupported|not supported|invalid", line, re.I)]
+    message = "; ".join(dict.fromkeys(said[-3:])) or (lines[-1].strip() if lines else "")
+    if exception and exception not in message:
+        message = f"{message} ({exception})" if message else exception
+    return message or "exited with an error and printed nothing"
+
+
+def compile_partition(
+    tosa: bytes, flags: list[str], workdir: Path, what: str, vela_command: str | None = None
+) -> tuple[bytes, dict, list[dict]]:
     """Vela on one partition's TOSA: (payload, summary row, per-layer rows)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    payload = call_in_child(_vela_in_child, tosa, flags, str(workdir), what=what)
+    payload = call_in_child(_vela_in_child, tosa, flags, str(workdir), vela_command, what=what)
     (summary_file,) = sorted((workdir / "output").glob("out_summary_*.csv"))
     return payload, read_summary(summary_file), read_per_layer(workdir / "output" / "out_per-layer.csv")
 
@@ -215,29 +266,42 @@ def vela_ini_path(vela: dict) -> Path:
     return tg.builtin_vela_ini_path()
 
 
-def write_reproducer(folder: Path, tosa: bytes, index: int, flags: list[str], vela: dict, reason: str) -> Path:
-    """The partition's TOSA, the vela.ini and the command line that reproduce a Vela failure."""
+def write_reproducer(
+    folder: Path, tosa: bytes, index: int, flags: list[str], vela: dict, reason: str, vela_version: str | None = None
+) -> Path:
+    """The partition's TOSA, the vela.ini and the command line that reproduce a Vela failure
+    (`vela_version`: another version than the installed one, run with uv from the registry)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     tosa_name = f"partition_{index}.tosa"
     (folder / tosa_name).write_bytes(tosa)
-    shutil.copyfile(vela_ini_path(vela), folder / "vela.ini")
-    args = ["--config=./vela.ini" if f.startswith("--config=") else f for f in flags]
-    command = ["vela", tosa_name, *args, "--output-dir=output", *REPORT_FLAGS]
     versions = tool_versions()
+    version = vela_version or versions["vela"]
+    if vela_version is None:
+        shutil.copyfile(vela_ini_path(vela), folder / "vela.ini")
+        args = ["--config=./vela.ini" if f.startswith("--config=") else f for f in flags]
+    else:  # that version's own Arm/vela.ini (or the user's file) is what it read
+        if vela.get("config"):
+            shutil.copyfile(vela_ini_path(vela), folder / "vela.ini")
+        args = ["--config=./vela.ini" if f.startswith("--config=") and vela.get("config") else f for f in flags]
+    command = ["vela", tosa_name, *args, "--output-dir=output", *REPORT_FLAGS]
+    launcher = "uv run" if vela_version is None else f"uvx --from ethos-u-vela=={vela_version}"
+    script = command if vela_version is None else ["uvx", "--from", f"ethos-u-vela=={vela_version}", *command]
     (folder / "command.sh").write_text(
         "#!/bin/sh\n# Reproduces the Vela failure described in README.txt.\n"
-        f'cd "$(dirname "$0")"\n{shlex.join(command)}\n'
+        f'cd "$(dirname "$0")"\n{shlex.join(script)}\n'
     )
     (folder / "command.sh").chmod(0o755)
     (folder / "README.txt").write_text(
-        f"Vela {versions['vela']} failed on this partition: {reason}\n\n"
+        f"Vela {version} failed on this partition: {reason}\n\n"
         "Reproduce it outside ethosweep, from the folder the sweep ran in:\n\n"
-        f"    uv run sh {folder}/command.sh\n\n"
-        f"or, wherever ethos-u-vela {versions['vela']} is installed, in this folder:\n\n"
+        f"    {'uv run sh' if vela_version is None else 'sh'} {folder}/command.sh\n\n"
+        f"or, wherever ethos-u-vela {version} is installed, in this folder:\n\n"
         f"    {shlex.join(command)}\n\n"
+        f"({launcher} provides it.) "
         f"Files: {tosa_name} (the partition's TOSA, as ExecuTorch {versions['executorch']} lowered it), "
-        "vela.ini (the system configs and memory modes the flags name), command.sh (the command above).\n"
+        + ("vela.ini (the system configs and memory modes the flags name), " if (folder / "vela.ini").exists() else "")
+        + "command.sh (the command above).\n"
         "Attach this folder to a report to Vela's maintainers: "
         "https://gitlab.arm.com/artificial-intelligence/ethos-u/ethos-u-vela/-/issues\n"
     )
@@ -259,11 +323,20 @@ def compile_cell(
     per_layer: str,
     meta: str,
     repro: str,
+    vela_version: str | None = None,
+    vela_env: str | None = None,
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
     `repro`: the folder a Vela failure leaves its reproducer in (removed after a success).
+    `vela_version`, `vela_env`: another Vela version than the installed one, and the env.json of
+    its environment (ethosweep.vela.environment); None compiles with the installed Vela.
     """
+    environment = read_json(vela_env) if vela_version is not None else None
+    if environment is not None and environment["version"] != vela_version:
+        raise StageError(f"{vela_env} holds Vela {environment['version']}, not {vela_version}: delete it and rerun")
+    vela_command = environment["vela"] if environment else None
+    versions = {**tool_versions(), "vela": vela_version or tool_versions()["vela"]}
     lowered = read_json(lower_meta)
     template_bytes = verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
     tosas = template_partitions(template_bytes)
@@ -277,12 +350,19 @@ def compile_cell(
             key = hashlib.sha256(tosa).hexdigest()
             if key not in compiled:  # a partition identical to an earlier one compiles identically
                 try:
-                    with running("Vela", f"compiling partition {index} for {where}"):
+                    with running(
+                        "Vela" if vela_version is None else f"Vela {vela_version}",
+                        f"compiling partition {index} for {where}",
+                    ):
                         compiled[key] = compile_partition(
-                            tosa, flags, Path(tmp) / f"partition_{index}", what=f"Vela on partition {index}"
+                            tosa,
+                            flags,
+                            Path(tmp) / f"partition_{index}",
+                            what=f"Vela on partition {index}",
+                            vela_command=vela_command,
                         )
                 except (ToolCrashed, ToolFailed) as error:
-                    raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela) from error
+                    raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela, vela_version) from error
             payload, row, layer_rows = compiled[key]
             payloads.append(payload)
             rows.append({**row, "partition": index})
@@ -299,7 +379,7 @@ def compile_cell(
             "vela_flags": flags,
             "cell": cell,
             "partitions": rows,
-            "versions": tool_versions(),
+            "versions": versions,
         },
     )
     atomic_write_bytes(pte, pte_bytes)
@@ -318,7 +398,9 @@ def compile_cell(
             for i, (t, p) in enumerate(zip(tosas, payloads))
         ],
         "delegated": lowered["delegated"],
-        "versions": tool_versions(),
+        "versions": versions,
+        # the environment another Vela version ran from: its lock pins every package
+        **({"vela_environment": {k: environment[k] for k in ("lock_sha256", "packages")}} if environment else {}),
     }
     write_json(meta, record)
     if cell:
@@ -343,14 +425,22 @@ class VelaFailure(StageError):
 
 
 def _vela_failure(
-    error: StageError, index: int, where: str, repro: Path, tosa: bytes, flags: list[str], vela: dict
+    error: StageError,
+    index: int,
+    where: str,
+    repro: Path,
+    tosa: bytes,
+    flags: list[str],
+    vela: dict,
+    vela_version: str | None = None,
 ) -> VelaFailure:
     """The one-line failure of a cell's Vela run, after leaving a reproducer."""
+    tool = "Vela" if vela_version is None else f"Vela {vela_version}"
     if isinstance(error, ToolCrashed) and error.signal_name == "SIGKILL":
-        reason = f"Vela was killed (SIGKILL) compiling partition {index} for {where}: out of memory?"
+        reason = f"{tool} was killed (SIGKILL) compiling partition {index} for {where}: out of memory?"
     elif isinstance(error, ToolCrashed):
-        reason = f"Vela crashed ({error.signal_name}) compiling partition {index} for {where}"
+        reason = f"{tool} crashed ({error.signal_name}) compiling partition {index} for {where}"
     else:
-        reason = f"Vela failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
-    folder = write_reproducer(repro, tosa, index, flags, vela, reason)
+        reason = f"{tool} failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
+    folder = write_reproducer(repro, tosa, index, flags, vela, reason, vela_version)
     return VelaFailure(f"{reason} (reproducer: {folder}/)")

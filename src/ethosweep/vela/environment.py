@@ -1,0 +1,138 @@
+"""Stage 4a, Vela environment: another Vela version than the installed one, in an environment of its own.
+
+The Vela installed beside ExecuTorch (uv.lock pins it) runs in-process, as ExecuTorch runs it.
+A config that sweeps other versions (`vela: {versions: [5.1.0, 5.2.0]}`) gets, once per
+version, an environment the workflow makes itself with uv from the package registry, in
+`results/tools/vela/<version>/`:
+
+- `requirements.txt`: ethos-u-vela==<version> and its dependencies, resolved by uv with
+  hashes (the environment's lock: the same packages every time it is made);
+- `venv/`: exactly those packages (`uv pip sync`), and nothing else: not the project's;
+- `env.json`: the version, its `vela` command, the lock's sha256 and the packages.
+
+Made once: Snakemake keeps it for later runs, and uv's cache makes a new one take seconds.
+The cells of that version run its `vela` command as a separate process on the same TOSA
+partitions with the same flags (ethosweep.vela.compile). Torch-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.io import write_json
+
+log = logging.getLogger(__name__)
+
+DISTRIBUTION = "ethos-u-vela"
+
+
+def find_uv() -> str:
+    """The uv executable: the one running this workflow (`uv run` sets $UV), else uv on PATH."""
+    found = os.environ.get("UV") or shutil.which("uv")
+    if not found:
+        raise StageError(
+            "uv is needed to make environments for other Vela versions and was not found "
+            "(neither $UV nor uv on PATH); install it (https://docs.astral.sh/uv/) and run with `uv run snakemake`"
+        )
+    return found
+
+
+def _uv(uv: str, *args: str, what: str, stdin: str | None = None) -> str:
+    """Run a uv command; its output goes to the job's log; a failure ends in uv's own words."""
+    proc = subprocess.run([uv, *args], capture_output=True, text=True, input=stdin)
+    print(proc.stdout + proc.stderr, flush=True)
+    if proc.returncode != 0:
+        raise StageError(f"{what}: {_uv_message(proc.stderr or proc.stdout)}")
+    return proc.stdout
+
+
+def _uv_message(text: str) -> str:
+    """uv's error in one line, without its box-drawing decorations."""
+    lines = [re.sub(r"^[\s×╰─▶│]+", "", line).strip() for line in text.splitlines()]
+    return " ".join(line for line in lines if line and not line.startswith("hint:"))[:400]
+
+
+def create_environment(version: str, venv: str, lock: str, env_json: str, python: str | None = None) -> dict:
+    """Make `venv` an environment with ethos-u-vela==`version`, locked in `lock` (see the module
+    docstring).
+
+    `python`: the interpreter the environment is made for (default: this one, so the other Vela
+    runs on the same Python as the installed one)."""
+    uv = find_uv()
+    python = python or sys.executable
+    requirement = f"{DISTRIBUTION}=={version}"
+    lock, venv = Path(lock), Path(venv)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with running("uv", f"resolving {requirement}"):
+        _uv(
+            uv,
+            "pip",
+            "compile",
+            "-",
+            "--output-file",
+            str(lock),
+            "--python",
+            python,
+            "--generate-hashes",
+            "--no-header",
+            "--quiet",
+            what=f"could not resolve {requirement} from the registry",
+            stdin=requirement + "\n",
+        )
+    with running("uv", f"installing {requirement}"):
+        _uv(
+            uv,
+            "venv",
+            str(venv),
+            "--python",
+            python,
+            "--quiet",
+            what=f"could not make an environment for {requirement}",
+        )
+        venv_python = venv / "bin" / "python"
+        _uv(
+            uv,
+            "pip",
+            "sync",
+            str(lock),
+            "--python",
+            str(venv_python),
+            # each cell runs `vela` as a new process: without .pyc files (and where
+            # PYTHONDONTWRITEBYTECODE is set) each would compile Vela's sources again, ~2 s a cell
+            "--compile-bytecode",
+            "--quiet",
+            what=f"could not install {requirement}",
+        )
+    vela = venv / "bin" / "vela"
+    reported = subprocess.run([str(vela), "--version"], capture_output=True, text=True).stdout.strip()
+    if reported != version:
+        raise StageError(f"the environment's vela reports version {reported!r}, not {version}")
+    record = {
+        "version": version,
+        "vela": str(vela),
+        "python": _first_line(subprocess.run([str(venv_python), "--version"], capture_output=True, text=True).stdout),
+        "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
+        "packages": locked_packages(lock.read_text()),
+        "uv": _first_line(subprocess.run([uv, "--version"], capture_output=True, text=True).stdout),
+    }
+    write_json(env_json, record)
+    log.info("Vela %s ready in %s (%s)", version, venv, ", ".join(f"{k} {v}" for k, v in record["packages"].items()))
+    return record
+
+
+def locked_packages(requirements: str) -> dict[str, str]:
+    """{name: version} of a resolved requirements file."""
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", requirements, re.M))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
