@@ -516,6 +516,7 @@ section.pick table td{text-align:left;white-space:normal}
 section.pick td.model{font-weight:600;white-space:nowrap} .verdict{white-space:nowrap;border-radius:3px;padding:1px 5px}
 .v-fits,.v-meets-budget,.v-fastest{background:#dff3e3} .v-misses-budget{background:#fff3cd}
 .v-does-not-fit,.v-failed{background:#fde2e1}
+ul.versions{font-size:13px} ul.versions li{margin:.15rem 0} li.regression{background:#fde2e1}
 """
 
 # The full table: what each column shows (summary.csv has them all).
@@ -628,17 +629,19 @@ def _vela_versions_section(rows: list[dict], per_layer: dict[str, str] | None) -
     versions = vv.versions_in(rows)
     parts = [
         '<h2 id="vela-versions">Vela versions</h2>',
-        f'<p class="note">Every cell compiled by Vela {", ".join(versions)} from the same TOSA with the same '
-        f"flags; each line compares a version with {changes[0].base_version}, over the memory modes of the "
-        "model on that target, largest changes first. The figures are each version's own compiler estimates: "
-        "a change is a change in Vela's performance model or its compiled command stream, not a measurement. "
-        f"A change below {vv.NOISE_PCT} % counts as unchanged; a rise in cycles, SRAM or flash, or a cell that no "
-        "longer compiles, is named a regression.</p>",
-        "<ul>",
+        f'<p class="note">Every cell compiled by Vela {", ".join(versions[:-1])} and {versions[-1]} from the same '
+        f"TOSA with the same flags; each line compares a version with {changes[0].base_version}, over the "
+        "memory modes of the model on that target, largest changes first. The figures are each version's own "
+        "compiler estimates: a change is a change in Vela's performance model or its compiled command stream, "
+        f"not a measurement. A change below {vv.NOISE_PCT} % counts as unchanged; a rise in cycles, SRAM or "
+        "flash, or a cell that no longer compiles, is named a regression.</p>",
+        '<ul class="versions">',
     ]
-    for change in changes:
-        css = ' class="verdict v-does-not-fit"' if change.regressions else ""
-        parts.append(f"<li><span{css}>{_e(change.sentence())}</span></li>")
+    for change in [c for c in changes if not c.unchanged]:
+        css = ' class="regression"' if change.regressions else ""
+        parts.append(f"<li{css}>{_e(change.sentence())}</li>")
+    if vv.unchanged_line(changes):
+        parts.append(f"<li>{_e(vv.unchanged_line(changes))}</li>")
     parts.append("</ul>")
     header = ["model", "q", "target", "memory mode"]
     for label in ("cycles", "SRAM KiB", "flash+DRAM KiB"):

@@ -97,6 +97,11 @@ class TargetChange:
         return max(values, default=0.0)
 
     @property
+    def unchanged(self) -> bool:
+        """No figure of any memory mode moved beyond the noise, and every cell compiles as before."""
+        return not any(c.status_change for c in self.cells) and self.largest < NOISE_PCT
+
+    @property
     def regressions(self) -> list[str]:
         """What got worse: a cell that fails now, or a figure up by more than the noise."""
         found = [f"{c.key[-1]}: {c.status_change}" for c in self.cells if c.status_change.startswith("fails")]
@@ -118,8 +123,10 @@ class TargetChange:
             if span is None:
                 continue
             low, high = span
-            if max(abs(low), abs(high)) < NOISE_PCT:
+            if low == high == 0:
                 parts.append(f"{label} unchanged")
+            elif max(abs(low), abs(high)) < NOISE_PCT:
+                parts.append(f"{label} within ±{NOISE_PCT:g} %")
             elif abs(high - low) < NOISE_PCT:
                 parts.append(f"{_signed(high)} % {label}")
             else:
@@ -128,7 +135,7 @@ class TargetChange:
         text = f"{head} " + ", ".join(parts) + f" (over {modes} memory mode{'s' if modes != 1 else ''})"
         compared = [c for c in self.cells if c.changes]
         if compared and all(c.same_program for c in compared):
-            text += "; the same .pte from both: only the estimate changed, not the compiled program"
+            text += "; the same .pte from both: only the estimate moved, not the program"
         if failing:
             text += "; " + "; ".join(f"{c.key[-1]} {c.status_change}" for c in failing)
         if self.regressions:
@@ -230,10 +237,24 @@ def moved_layer(base_csv: str | Path, new_csv: str | Path) -> str:
     )
 
 
+def unchanged_line(changes: list[TargetChange]) -> str:
+    """The models and targets on which nothing moved beyond the noise, in one line."""
+    still = [c for c in changes if c.unchanged]
+    if not still:
+        return ""
+    by_target: dict[str, list[str]] = defaultdict(list)
+    for change in still:
+        by_target[change.target].append(change.model)
+    return f"Within ±{NOISE_PCT:g} % in cycles, SRAM and flash: " + "; ".join(
+        f"{', '.join(models)} on {target}" for target, models in by_target.items()
+    )
+
+
 def format_changes(changes: list[TargetChange], limit: int | None = None) -> list[str]:
-    """The comparison for a terminal: a line per model and target, and the layer that moved most."""
+    """The comparison for a terminal: a line per model and target that changed, the layer that
+    moved most, and one line for those that did not."""
     lines = []
-    for change in changes[:limit]:
+    for change in [c for c in changes if not c.unchanged][:limit]:
         lines.append(change.sentence())
         moved = max(
             (c for c in change.cells if c.layer),
@@ -242,4 +263,6 @@ def format_changes(changes: list[TargetChange], limit: int | None = None) -> lis
         )
         if moved is not None:
             lines.append(f"    most moved in {moved.key[-1]}: {moved.layer}")
+    if unchanged_line(changes):
+        lines.append(unchanged_line(changes))
     return lines
