@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import (
     CHECKOUT_LINKS,
@@ -384,3 +385,79 @@ def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):
     # tests: the test board file; the links make the directory look like a checkout (conftest)
     allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "tests", *CHECKOUT_LINKS}
     assert {p.name for p in tiny_sweep.iterdir()} <= allowed
+
+
+# ---- the report of a sweep with failed cells -------------------------------------------------
+
+
+def zip_listing(path: Path) -> str:
+    return subprocess.run(["python3", "-m", "zipfile", "-l", str(path)], capture_output=True, text=True).stdout
+
+
+def test_a_sweep_with_failed_cells_still_gets_its_report(broken_sweep, tmp_path):
+    workdir, proc = broken_sweep
+    assert "Report, with the failed cells and why: results/report/index.html" in proc.stderr
+    index = (workdir / "results/report/index.html").read_text()
+    # it opens on what to pick, the failed models named there with their reason
+    assert index.index('id="pick"') < index.index('id="all-cells"')
+    pick = index[index.index('id="pick"') : index.index("<h2>Plots</h2>")]
+    assert "failed: export: model &#x27;syntax_error&#x27; (tests/models/syntax_error.py): syntax error" in pick
+    # every failed cell has its page: the reason, the log, and for Vela's failure the reproducer
+    for model in BAD_MODELS:
+        page = (
+            workdir
+            / "results/report/cells"
+            / f"{model}/int8/ethos-u55-128/Ethos_U55_High_End_Embedded"
+            / "Shared_Sram.html"
+        ).read_text()
+        assert 'class="verdict v-failed">failed</span>' in page and f"logs/export/{model}.log" in page
+    vela_page = (workdir / "results/report/cells" / f"{BROKEN_VELA_CELL}.html").read_text()
+    assert "Invalid configuration of arena_cache_size=-1" in vela_page
+    assert f"uv run sh results/vela/{BROKEN_VELA_CELL}/repro/command.sh" in vela_page
+    good = workdir / "results/report/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
+    assert "Vela: 138,824 cycles" in good.read_text()  # the good cells' pages are the usual ones
+    # Snakemake's own report, as the README writes the command
+    work = tmp_path / "w"
+    shutil.copytree(workdir, work, symlinks=True)
+    built = typed("uv run snakemake --report report.zip", work)
+    assert built.returncode == 0, built.stderr[-3000:]
+    listing = zip_listing(work / "report.zip")
+    assert "index.html" in listing and "syntax_error/int8/ethos-u55-128" in listing
+
+
+def test_fixing_a_failed_cell_reruns_it_alone_and_the_report_shows_it_ok(sweep_copy):
+    (sweep_copy / "tests/data").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tests/data/broken_vela.ini", sweep_copy / "tests/data/broken_vela.ini")
+    config = sweep_copy / "config" / "config.yaml"
+    broken_target = {
+        "target": "ethos-u85-256",
+        "system_config": "Test_U85_Broken",
+        "vela": {"config": "tests/data/broken_vela.ini"},
+    }
+    changed = yaml.safe_load(config.read_text())
+    changed["targets"] = [*changed["targets"], broken_target]
+    config.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert snakemake(sweep_copy, check=False).returncode != 0
+    cell = "mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram"
+    index = (sweep_copy / "results/report/index.html").read_text()
+    assert "failed in ethos-u85-256 / Shared_Sram: vela: Vela failed on partition 0: " in index
+    assert 'v-failed">failed' in (sweep_copy / "results/report/cells" / f"{cell}.html").read_text()
+
+    ini = sweep_copy / "tests/data/broken_vela.ini"
+    ini.write_text(ini.read_text().replace("arena_cache_size=-1", "arena_cache_size=2097152"))
+    # only the two cells of that config (mnist, add), and what reads them
+    assert planned_jobs(sweep_copy) == {
+        "compile_with_vela": 2,
+        "bundle_program": 2,
+        "plan_firmware": 1,
+        "report_cells": 1,
+        "report_plots": 1,
+        "report_index": 1,
+        "summarize_sweep": 1,
+        "all": 1,
+    }
+    snakemake(sweep_copy)
+    page = (sweep_copy / "results/report/cells" / f"{cell}.html").read_text()
+    assert "v-failed" not in page and " cycles (" in page
+    rows = {r["cell"]: r for r in csv.DictReader(open(sweep_copy / "results/summary.csv"))}
+    assert rows[cell]["status"] == "ok"

@@ -404,7 +404,8 @@ def summarize_after_failure():
             rows.extend({**row, **extra} for row in ethosweep_summary.cell_rows(cell_record(cell), **paths))
         else:
             logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
-            rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs))
+            repro = f"{COMPILED}/repro".format(**fields)
+            rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs, repro))
     ethosweep_summary.write_summary(rows, SUMMARY)
     if SWEEP.cpu_cells:
         from ethosweep.results import cpu_summary
@@ -421,3 +422,49 @@ def summarize_after_failure():
         ]
         cpu_summary.write_cpu_summary(cpu_rows, CPU_SUMMARY)
     print_summary_table()
+    report_after_failure()
+
+
+REPORT_PLOTS = ("cycles", "fit", "roofline", "pareto")
+
+
+def report_after_failure():
+    """The report of a run with failed cells, written here because its rules wait for every cell:
+    the cells that compiled as always, each failed cell with its reason, log and reproducer. Its
+    files are the report rules' outputs, so `snakemake --report` finds them, and the next run that
+    compiles a failed cell writes the report again through the rules (its inputs are newer)."""
+    from ethosweep.results import report as ethosweep_report
+
+    cells = [cell_record(c) for c in SWEEP.cells]
+    per_layer = cell_paths(f"{COMPILED}/per_layer.csv")
+    boards = {name: board.as_params() for name, board in SWEEP.boards.items()}
+    try:
+        ethosweep_report.write_cell_reports(
+            cells,
+            per_layer,
+            cell_paths(f"{COMPILED}/summary.json"),
+            cell_paths(f"{LOWERED}/delegation.json"),
+            cell_paths(f"{COMPILED}/compile.json"),
+            cell_paths(f"{VERIFY}/verify.json"),
+            folder="results/report/cells",
+            summary=SUMMARY,
+        )
+        plots = {name: f"results/report/{name}.svg" for name in REPORT_PLOTS}
+        ethosweep_report.write_plots(SUMMARY, boards, plots)
+        ethosweep_report.write_index(
+            summary=SUMMARY,
+            plots=plots,
+            cells=cells,
+            cell_pages="results/report/cells",
+            sweep_text=SWEEP.describe().removeprefix("ethosweep: "),
+            index="results/report/index.html",
+            cpu_summary=CPU_SUMMARY if SWEEP.cpu_cells else None,
+            boards=boards,
+            budget_ms=report_setting("latency_budget_ms", None),
+            board_budgets=report_setting("board_latency_budget_ms", {}),
+            per_layer=dict(zip([c["id"] for c in cells], per_layer)) if len(SWEEP.vela_versions()) > 1 else None,
+        )
+    except Exception as error:  # the summary is written; a report that cannot be must not hide the failure
+        print(f"ethosweep: the report could not be written after the failure: {error}", file=sys.stderr)
+        return
+    print("Report, with the failed cells and why: results/report/index.html", file=sys.stderr)

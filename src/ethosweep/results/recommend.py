@@ -90,11 +90,23 @@ def board_sections(
     return sections
 
 
+def _failed(model: str, rows: list[dict]) -> Pick:
+    """No cell of the model compiled: the first failure's reason, and its cell (for its page)."""
+    failed = next((r for r in rows if r.get("reason")), None)
+    why = failed.get("reason") if failed else "no cell compiled"
+    return Pick(model, "failed", f"failed: {why}", failed)
+
+
+def _failures(rows: list[dict], where=lambda row: row["memory_mode"]) -> str:
+    """'; failed in Sram_Only: <reason>' for the cells of a pick that did not compile."""
+    failed = [r for r in rows if r.get("status") not in ("ok", None)]
+    return "".join(f"; failed in {where(r)}: {r.get('reason') or r.get('status')}" for r in failed)
+
+
 def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     compiled = [r for r in rows if _ok(r)]
     if not compiled:
-        why = next((r.get("reason") for r in rows if r.get("reason")), "no cell compiled")
-        return Pick(model, "failed", f"not compiled: {why}")
+        return _failed(model, rows)
     fits = [r for r in compiled if r.get("fit") == "fits"]
     accuracy = accuracy_cost(compiled)
     if not fits:
@@ -123,7 +135,7 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
         )
     if accuracy:
         text += f"; {accuracy}"
-    return Pick(model, verdict, text, best)
+    return Pick(model, verdict, text + _failures(rows), best)
 
 
 def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | None:
@@ -149,8 +161,7 @@ def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | 
 def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     compiled = [r for r in rows if _ok(r)]
     if not compiled:
-        why = next((r.get("reason") for r in rows if r.get("reason")), "no cell compiled")
-        return Pick(model, "failed", f"not compiled: {why}")
+        return _failed(model, rows)
     fastest = min(compiled, key=lambda r: number(r["vela_inference_ms"]))
     text = f"fastest: {_config(fastest)}, {_fmt(number(fastest['vela_inference_ms']))} ms (Vela estimate)"
     verdict = "fastest"
@@ -172,7 +183,7 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     accuracy = accuracy_cost(compiled)
     if accuracy:
         text += f"; {accuracy}"
-    return Pick(model, verdict, text, fastest)
+    return Pick(model, verdict, text + _failures(rows, _config), fastest)
 
 
 def _config(row: dict) -> str:

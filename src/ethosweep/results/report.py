@@ -379,9 +379,37 @@ def cell_detail(
     }
 
 
+def _title(cell: dict) -> str:
+    title = f"{cell['model']} · {cell['quant']} · {cell['target']} · {cell['system_config']} · {cell['memory_mode']}"
+    return title + (f" · Vela {cell['vela_version']}" if "@vela-" in cell_id(cell) else "")
+
+
+def render_failed_cell(cell: dict, row: dict) -> str:
+    """The page of a cell that did not compile: why, where its log is, and how to reproduce it."""
+    status = row.get("status") or "not run"
+    reason = row.get("reason") or "an earlier stage failed or the run was interrupted"
+    parts = [
+        f'<section class="cell failed" id="{_anchor(cell)}"><h4>{_e(_title(cell))}</h4>',
+        f'<p><span class="verdict v-failed">{_e(status)}</span> {_e(reason)}</p>',
+    ]
+    if row.get("log"):
+        parts.append(f"<p>The failing stage's log (traceback, the tool's output): <code>{_e(row['log'])}</code></p>")
+    if row.get("reproducer"):
+        parts.append(
+            f"<p>Reproducer (the partition's TOSA, the vela.ini and the exact command): <code>{_e(row['reproducer'])}"
+            f"</code>; rerun it with <code>uv run sh {_e(row['reproducer'])}command.sh</code>, as its README.txt "
+            "says.</p>"
+        )
+    parts.append(
+        "<p>Fix the cause and run <code>uv run snakemake --cores 8</code> again: only this cell's failed stage and "
+        "what follows from it run, and this report is written again.</p></section>"
+    )
+    return "\n".join(parts)
+
+
 def render_cell(detail: dict) -> str:
     cell, figures = detail["cell"], detail["figures"]
-    title = f"{cell['model']} · {cell['quant']} · {cell['target']} · {cell['system_config']} · {cell['memory_mode']}"
+    title = _title(cell)
     parts = [
         f'<section class="cell" id="{_anchor(cell)}"><h4>{_e(title)}</h4>',
         f'<p class="figures">Vela: {int(figures["cycles_total"] or 0):,} cycles ({int(figures["cycles_npu"] or 0):,} '
@@ -477,18 +505,25 @@ def write_cell_reports(
     compile_meta: list[str],
     verify_report: list[str],
     folder: str,
+    summary: str | None = None,
 ) -> None:
     """Every cell's detail page, `folder`/<cell id>.html (the lists: one path per cell, in order).
 
     One job for all cells: a page takes milliseconds, a job of its own per cell cost more
-    than the cell's Vela run."""
-    modes = defaultdict(dict)  # (model, quant, target, system config) -> memory mode -> Vela summary
-    for cell, summary in zip(cells, vela_summary, strict=True):
-        modes[_configuration(cell)][cell["memory_mode"]] = summary
+    than the cell's Vela run. After a failed run (`summary`: the summary written then) a cell
+    whose outputs are missing gets a page saying why, from its summary row."""
+    rows = {cell_id(r): r for r in read_summary_csv(summary)} if summary else {}
+    modes = defaultdict(dict)  # (model, quant, target, system config, Vela) -> memory mode -> Vela summary
+    for cell, path in zip(cells, vela_summary, strict=True):
+        if Path(path).exists():
+            modes[_configuration(cell)][cell["memory_mode"]] = path
     for cell, *paths in zip(cells, per_layer, vela_summary, delegation, compile_meta, verify_report, strict=True):
-        siblings = {mode: path for mode, path in modes[_configuration(cell)].items() if mode != cell["memory_mode"]}
-        detail = cell_detail(cell, *paths, siblings)
-        atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", render_cell(detail))
+        if all(Path(p).exists() for p in paths):
+            siblings = {m: path for m, path in modes[_configuration(cell)].items() if m != cell["memory_mode"]}
+            page = render_cell(cell_detail(cell, *paths, siblings))
+        else:
+            page = render_failed_cell(cell, rows.get(cell_id(cell), {}))
+        atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", page)
 
 
 def _configuration(cell: dict) -> tuple[str, ...]:

@@ -78,6 +78,8 @@ COLUMNS = KEY_COLUMNS + [
     "fvp_cpu_cycles",
     "fvp_bundleio",
     "cell",
+    "log",
+    "reproducer",
     "header",
     "pte",
     "optimise",
@@ -227,22 +229,26 @@ def _delegation_reason(table: dict) -> str:
     )
 
 
-def failed_rows(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> list[dict]:
+def failed_rows(cell: dict, stage_logs: Iterable[tuple[str, str]], repro: str | None = None) -> list[dict]:
     """The rows of a cell that did not complete (one per board it is on, else one)."""
-    row = failed_row(cell, stage_logs)
+    row = failed_row(cell, stage_logs, repro)
     return [{**row, "board": b["name"]} for b in cell["boards"]] if cell.get("boards") else [row]
 
 
-def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]]) -> dict:
-    """The row of a cell that did not complete: the first stage that failed and why."""
+def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]], repro: str | None = None) -> dict:
+    """The row of a cell that did not complete: the first stage that failed, why, its log, and the
+    reproducer a failed Vela run left (`repro`, where it exists)."""
+    where = {}
     for stage, log in stage_logs:
         reason = failure_reason(log)
         if reason is not None:
-            status, why = "failed", f"{stage}: {reason}"
+            status, why, where["log"] = "failed", f"{stage}: {reason}", log
             break
     else:
         status, why = "not run", "an earlier stage failed or the run was interrupted"
-    return {**cell_key(cell), "status": status, "reason": why, **_parameters(cell), **_versions_now(cell)}
+    if repro and Path(repro).is_dir():
+        where["reproducer"] = f"{repro}/"
+    return {**cell_key(cell), "status": status, "reason": why, **where, **_parameters(cell), **_versions_now(cell)}
 
 
 def _versions_now(cell: dict) -> dict:
