@@ -26,12 +26,15 @@ TESTED = {
     "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
     "uv run sh results/vela/<cell>/repro/command.sh": "test_failures.py (a Vela error and a Vela crash)",
     "uv run ethosweep check-sdk": "test_commands.py",
+    "uv run --with ethos-u-vela==5.2.0 snakemake -n": "test_toolchain.py (the Vela upgrade)",
+    "uv run ethosweep compare results/summary.csv": "test_toolchain.py (Vela versions side by side)",
     # with the flags the single-node test cluster needs (2 CPUs, no accounting database)
     "uv run snakemake --profile workflow/profiles/slurm": "test_slurm.py",
     "uv run pytest -m slurm": "test_slurm.py is that selection",
     "uv run python tests/slurm_cluster.py /tmp/cluster": "test_slurm.py starts the same cluster",
 }
-# Benchmarks take 20-40 minutes each: they are run by hand and their figures are in the README.
+# Benchmarks take 5-40 minutes each: they are run by hand and their figures are in the README; each one's
+# --smoke mode runs to its verdict in test_benchmarks.py.
 BENCHMARKS = re.compile(r"^uv run python benchmarks/\S+\.py")
 
 

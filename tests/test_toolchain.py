@@ -62,7 +62,7 @@ VELA_AND_WHAT_READS_IT = {
 def test_a_vela_upgrade_reruns_the_vela_jobs_and_what_reads_them_only(sweep_copy):
     # A real version change: the project's environment with ethos-u-vela 5.2.0 layered over it.
     upgraded = f"uv run --with ethos-u-vela=={OTHER} snakemake --cores 2"
-    proc = typed(f"{upgraded} --dry-run", sweep_copy)
+    proc = typed(f"uv run --with ethos-u-vela=={OTHER} snakemake -n", sweep_copy)  # as the README writes it
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_stats(proc.stdout + proc.stderr) == VELA_AND_WHAT_READS_IT
     lowered = sweep_copy / "results/lower/mnist/int8/u55/template.pte"
