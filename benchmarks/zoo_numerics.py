@@ -2,11 +2,13 @@
 
     uv run python benchmarks/zoo_numerics.py                        # the models below, U55 and U85 profiles
     uv run python benchmarks/zoo_numerics.py --models resnet18 --profiles u55
+    uv run python benchmarks/zoo_numerics.py --smoke    # squeezenet1_1 at 64x64 on the U55 profile (the tests)
 
 Each model goes through the stages' own functions (export, quantize, lower to TOSA, verify) at
 96x96, calibrated on its example input as a model without a dataset is, and the verify stage's
 verdict, reason and (if flagged) layer are printed, with the time each took. Every `flagged`
-must be explained by the layer it names; the closing lines count the verdicts.
+must be explained by the layer it names (the run fails if one is not); the closing lines count
+the verdicts.
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ sys.path.insert(0, str(REPO / "src"))
 MODELS = ("resnet18", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "regnet_x_400mf")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--profiles", nargs="+", default=["u55", "u85"], choices=["u55", "u85"])
     parser.add_argument("--size", type=int, default=96)
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="squeezenet1_1 at 64x64 on the U55 profile")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the files here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.models, args.profiles, args.size = ["squeezenet1_1"], ["u55"], 64
 
     from ethosweep.compile.export import export_model
     from ethosweep.compile.lower import lower_to_tosa
@@ -37,6 +43,7 @@ def main() -> None:
     from ethosweep.verify.numerics import verify_numerics
 
     verdicts: Counter = Counter()
+    unexplained = []
     for name in args.models:
         model = {
             "name": name,
@@ -45,7 +52,7 @@ def main() -> None:
             "inputs": [{"shape": [1, 3, args.size, args.size], "dtype": "float32", "range": [0, 1]}],
         }
         with tempfile.TemporaryDirectory(prefix="ethosweep-zoo-") as tmp:
-            d = Path(tmp)
+            d = args.workdir / name if args.workdir else Path(tmp)
             started = time.perf_counter()
             export_model(
                 model=model,
@@ -87,6 +94,8 @@ def main() -> None:
                     bundle_io=str(low / "b.pt"),
                 )
                 verdicts[record["verdict"]] += 1
+                if record["verdict"] == "flagged" and not record["layer"]:
+                    unexplained.append(f"{name} {profile}")
                 layers = (record.get("location") or {}).get("layers") or []
                 worst_own = max((layer["own_steps"] for layer in layers), default=None)
                 print(
@@ -102,7 +111,11 @@ def main() -> None:
                 )
             print(f"    ({time.perf_counter() - started:.0f} s in all)", flush=True)
     print(", ".join(f"{count} {verdict}" for verdict, count in verdicts.most_common()))
+    if unexplained:
+        print("FLAGGED WITHOUT A LAYER: " + ", ".join(unexplained))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import REPO
 
@@ -26,3 +29,34 @@ def test_the_vela_versions_benchmark_reaches_its_verdict(tmp_path):
         assert figure in out, out
     assert "planned: install_vela 1, compile_with_vela 2," in out
     assert "same work: the 2 cells of Vela 5.1.0 untouched" in out and "byte-identical Vela command streams" in out
+
+
+def test_the_sweep_benchmark_reaches_its_identity_verdict(tmp_path):
+    out = run_benchmark("sweep.py", "--smoke", "--cores", "2", workdir=tmp_path)
+    for figure in ("peer sequential", "ethosweep cold", "cold / peer sequential", "+1 memory mode / new cells alone"):
+        assert figure in out, out
+    assert "same work: all 4 cells have equal programs" in out
+
+
+def has_commit(rev: str) -> bool:
+    return subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{rev}^{{commit}}"]).returncode == 0
+
+
+def test_the_compile_once_benchmark_reaches_its_verdicts(tmp_path):
+    before = re.search(r'^BEFORE = "(\w+)"', (REPO / "benchmarks" / "compile_once.py").read_text(), re.M).group(1)
+    if not has_commit(before):
+        pytest.skip(f"needs the repository's history (commit {before}, the workflow before compile-once)")
+    out = run_benchmark("compile_once.py", "--smoke", "--cores", "2", workdir=tmp_path)
+    assert "same results: all 4 cells' .pte files byte-identical" in out, out
+    assert "cell / Vela alone" in out and "all " in out and "cells compiled" in out
+
+
+def test_the_verify_benchmark_reaches_its_verdict(tmp_path):
+    out = run_benchmark("verify.py", "--smoke", workdir=tmp_path)
+    assert "verify one (model, scheme, profile), 100 held-out samples" in out and "verdict: ok" in out, out
+
+
+def test_the_zoo_numerics_benchmark_reaches_its_verdicts(tmp_path):
+    out = run_benchmark("zoo_numerics.py", "--smoke", workdir=tmp_path)
+    assert out.startswith("squeezenet1_1") and "FLAGGED WITHOUT A LAYER" not in out, out
+    assert out.strip().splitlines()[-1].split()[0] == "1", out  # one verdict counted
