@@ -31,6 +31,7 @@ rule verify_numerics:
         random_samples=numerics("random_samples"),
         min_agreement=numerics("min_agreement"),
         max_error_steps=numerics("max_error_steps"),
+        max_error_steps_int16=numerics("max_error_steps_int16"),
         min_cosine=numerics("min_cosine"),
         max_relative_error=numerics("max_relative_error"),
         bundle_samples=numerics("bundle_samples"),

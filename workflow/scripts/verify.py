@@ -18,6 +18,7 @@ run_stage(
     random_samples=snakemake.params.random_samples,
     min_agreement=snakemake.params.min_agreement,
     max_error_steps=snakemake.params.max_error_steps,
+    max_error_steps_int16=snakemake.params.max_error_steps_int16,
     min_cosine=snakemake.params.min_cosine,
     max_relative_error=snakemake.params.max_relative_error,
     bundle_samples=snakemake.params.bundle_samples,

@@ -13,19 +13,24 @@ more than the allowed steps, this module finds where it starts:
    provenance the lower stage recorded for each TOSA tensor (ExecuTorch keeps the exported
    node names in `from_node`): the last TOSA tensor, in TOSA order, whose sources include the
    nodes between that quantize node and the previous ones (a convolution, the ReLU folded into
-   its rescale, ...). TOSA holds 4-D activations as NHWC; they are compared in PyTorch's NCHW.
+   its rescale, ...). A TOSA tensor is brought to PyTorch's layout by the dimension order the
+   lower stage recorded for it (ethosweep.compile.tosa_sources): from the graph's transposes,
+   never guessed from its shape (NCHW and NHWC have the same shape when C == H == W).
 3. The quantized model runs twice more: plainly, and *teacher-forced*: each paired quantize
    node is computed from the TOSA values of the layers before it, then replaced by its own TOSA
-   value for the layers after. Per layer this gives
+   value for the layers after. An operator the quantizer decomposed (layer_norm into mean, sub,
+   mul, rsqrt, ...) is forced only at its inputs and judged at its last activation, as ExecuTorch's
+   own tests judge it at its output: its internal roundings are the decomposition's own. Per layer
+   this gives
    - the accumulated difference: TOSA against the plain quantized model, and
    - the layer's own difference: TOSA against the quantized model given the same inputs,
    both in integer steps of that layer's own quantization scale (int8 values differ by steps).
 
-A layer whose own difference exceeds the allowed steps computes something else than the
-quantized model: that is a lowering problem, and it is where it starts. If every layer is
-within the allowed steps on its own but the output drifts further, the difference is rounding
-accumulated over layers (ExecuTorch's own model tests allow for it with an absolute tolerance
-on the output, e.g. atol=0.25 for MobileNetV2 in backends/arm/test/models/test_mobilenet_v2_arm.py).
+Each layer says what it is (`kind`: the operator of the model it comes from, `layer_norm` for
+every operator its decomposition adds) and how wide its activation is (`bits`), so that its
+difference is judged in its own steps by what ExecuTorch's own tests accept for that kind of
+operator (ethosweep.verify.verdicts). The activations no TOSA tensor could be paired with are
+listed too (`unpaired`), so a verdict can say what it could not see.
 """
 
 from __future__ import annotations
@@ -48,6 +53,15 @@ class LayerError:
     partition: int
     own_steps: int  # given the same inputs as the NPU
     accumulated_steps: int  # from the model's input on
+    kind: str = ""  # the model's operator it comes from ('conv2d', 'layer_norm' for its decomposition)
+    bits: int = 8  # the activation's width: steps are of its own scale
+    order: int = 0  # its place in the quantized graph
+    composite: str = ""  # the model operator it was decomposed from (the same for all its activations)
+    # inside a decomposed operator (not its last activation): judged as part of that operator's
+    # output, as ExecuTorch's tests judge layer_norm by its output, not by its 9 operators
+    internal: bool = False
+    # activations before it that could not be paired: its inputs are then not the NPU's own
+    unpaired_inputs: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -57,22 +71,32 @@ class LayerError:
             "partition": self.partition,
             "own_steps": self.own_steps,
             "accumulated_steps": self.accumulated_steps,
+            "kind": self.kind,
+            "bits": self.bits,
+            "order": self.order,
+            "composite": self.composite,
+            "internal": self.internal,
+            "unpaired_inputs": self.unpaired_inputs,
         }
 
 
 @dataclass
 class Location:
     layers: list[LayerError] = field(default_factory=list)
-    unmatched: int = 0  # activations of the quantized model no TOSA tensor was paired with
+    # activations the NPU computes that no TOSA tensor was paired with: {layer, ops, module, kind, order}
+    unpaired: list[dict] = field(default_factory=list)
+    # activations no partition computes (no TOSA tensor descends from them): operators left on the
+    # CPU, which PyTorch runs on both paths, and operators the lowering removed (dropout)
+    off_npu: list[dict] = field(default_factory=list)
     problem: str | None = None  # why locating was not possible, if it was not
-
-    def first_over(self, steps: float) -> LayerError | None:
-        return next((layer for layer in self.layers if layer.own_steps > steps), None)
 
     def as_dict(self) -> dict:
         return {
             "layers": [layer.as_dict() for layer in self.layers],
-            "unmatched": self.unmatched,
+            "unpaired": self.unpaired,
+            "off_npu": self.off_npu,
+            "paired": len(self.layers),
+            "activations": len(self.layers) + len(self.unpaired),
             "problem": self.problem,
         }
 
@@ -150,7 +174,7 @@ def layer_sources(q_node) -> list:
 
 def pair_activations(
     quant_graph,
-    tensor_sources: list[dict[str, list[str]]],
+    tensor_sources: list[dict[str, dict]],
     tosa_values: list[dict[str, np.ndarray]],
     plain: dict[str, torch.Tensor],
 ) -> dict[str, tuple[int, str]]:
@@ -163,18 +187,73 @@ def pair_activations(
         if not names:  # the model's input, quantized on the CPU
             continue
         shape = tuple(plain[node.name].shape)
-        for partition, sources in enumerate(tensor_sources):
+        for partition, tensors in enumerate(tensor_sources):
             candidates = [
                 t
-                for t, chain in sources.items()
-                if names & set(chain)
+                for t, recorded in tensors.items()
+                if names & set(recorded["sources"])
                 and t in tosa_values[partition]
                 and _same_dtype(tosa_values[partition][t], plain[node.name])
-                and _nchw(tosa_values[partition][t], shape) is not None
+                and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order")) is not None
             ]
             if candidates:
                 pairs[node.name] = (partition, candidates[-1])  # the last: after rescale, reshape
+    pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs)
     return pairs
+
+
+def pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs: dict, hops: int = 3) -> None:
+    """Pair, in place, the activations no provenance names, through the TOSA graph's data flow.
+
+    ExecuTorch's passes add some operators without provenance: the TABLE of a GELU, an rsqrt or an
+    exp (and the RESCALE after it) names only itself. Such an activation has one activation as its
+    input; if that one is paired with a TOSA tensor, the activation is the first tensor downstream
+    of it (within a few operators) with the activation's type and shape that no other activation
+    was paired with."""
+    taken = {(p, t) for p, t in pairs.values()}
+    for node in quant_graph.nodes:
+        if not is_quantize(node) or node.name in pairs or node.name not in plain or not layer_sources(node):
+            continue
+        inputs = activation_inputs(node)
+        if len(inputs) != 1 or inputs[0].name not in pairs:
+            continue
+        partition, start = pairs[inputs[0].name]
+        tensors = tensor_sources[partition]
+        consumers: dict[str, list[str]] = {}
+        for name, recorded in tensors.items():
+            for source in recorded.get("inputs", []):
+                consumers.setdefault(source, []).append(name)
+        frontier, shape = [start], tuple(plain[node.name].shape)
+        for _ in range(hops):
+            frontier = [c for t in frontier for c in consumers.get(t, [])]
+            found = [
+                t
+                for t in frontier
+                if (partition, t) not in taken
+                and t in tosa_values[partition]
+                and _same_dtype(tosa_values[partition][t], plain[node.name])
+                and in_pytorch_layout(tosa_values[partition][t], shape, tensors[t].get("order")) is not None
+            ]
+            if found:
+                pairs[node.name] = (partition, found[0])
+                taken.add((partition, found[0]))
+                break
+
+
+def activation_inputs(quantize_node) -> list:
+    """The activations (quantize nodes) a layer reads: the nearest ones upstream of its operators."""
+    found, seen = [], set()
+    todo = [i for s in layer_sources(quantize_node) for i in s.all_input_nodes]
+    while todo:
+        current = todo.pop()
+        if current in seen or not hasattr(current, "op"):
+            continue
+        seen.add(current)
+        if is_quantize(current):
+            found.append(current)
+            continue
+        todo.extend(current.all_input_nodes)
+    return found
 
 
 def _same_dtype(array: np.ndarray, activation: torch.Tensor) -> bool:
@@ -184,13 +263,20 @@ def _same_dtype(array: np.ndarray, activation: torch.Tensor) -> bool:
     return array.dtype == torch.empty(0, dtype=activation.dtype).numpy().dtype
 
 
-def _nchw(array: np.ndarray, shape: tuple) -> torch.Tensor | None:
-    """The TOSA tensor in PyTorch's layout, if it is the activation of that shape: the same shape,
-    NHWC for NCHW, or the same values with size-1 dimensions added (a linear layer run as a 1x1
-    convolution holds its (N, C) output as (N, 1, 1, C))."""
-    if tuple(array.shape) == shape:
+def in_pytorch_layout(array: np.ndarray, shape: tuple, order: list[int] | None) -> torch.Tensor | None:
+    """The TOSA tensor in PyTorch's layout, if it is the activation of that shape: undone by the
+    dimension order the lowering recorded (TOSA tensor = PyTorch tensor.permute(order)), or the
+    same values with size-1 dimensions added (a linear layer run as a 1x1 convolution holds its
+    (N, C) output as (N, 1, 1, C)). Without a recorded order (a lowering before it was recorded)
+    the shape decides, which is ambiguous when C == H == W."""
+    if order is not None and len(order) == array.ndim:
+        inverse = [order.index(i) for i in range(len(order))]
+        logical = array.transpose(inverse)
+        if tuple(logical.shape) == shape:
+            return torch.from_numpy(np.ascontiguousarray(logical))
+    elif tuple(array.shape) == shape:
         return torch.from_numpy(np.ascontiguousarray(array))
-    if len(shape) == 4 and tuple(array.shape) == (shape[0], shape[2], shape[3], shape[1]):
+    elif len(shape) == 4 and tuple(array.shape) == (shape[0], shape[2], shape[3], shape[1]):
         return torch.from_numpy(np.ascontiguousarray(array.transpose(0, 3, 1, 2)))
     if [d for d in array.shape if d != 1] == [d for d in shape if d != 1]:
         return torch.from_numpy(np.ascontiguousarray(array.reshape(shape)))
@@ -222,13 +308,18 @@ def locate(
     quant_module,
     sample: tuple,
     partitions: list[tuple[bytes, list[torch.Tensor]]],
-    tensor_sources: list[dict[str, list[str]]],
+    tensor_sources: list[dict[str, dict]],
+    cpu_ops: frozenset[str] = frozenset(),
 ) -> Location:
     """Per-layer differences between the NPU path and the quantized model, for one sample.
 
     `partitions`: each delegated partition's TOSA and the inputs the NPU path gave it on this
     sample, in execution order; `tensor_sources`: the lower stage's provenance of each partition's
-    TOSA tensors.
+    TOSA tensors; `cpu_ops`: the operators the lowered program runs on the CPU (by name).
+
+    Every activation of the quantized model ends up in one place: paired with a TOSA tensor (a
+    layer), or accounted for without one (it only moves values, or it is inside an operator that is
+    judged at its paired output), or run on the CPU (PyTorch runs it on both paths), or unpaired.
     """
     if len(tensor_sources) != len(partitions):
         return Location(
@@ -242,28 +333,144 @@ def locate(
     pairs = pair_activations(quant_module.graph, tensor_sources, tosa_values, plain.values)
     if not pairs:
         return Location(problem="no activation of the quantized model could be paired with a TOSA tensor")
-    npu = {name: _nchw(tosa_values[p][t], tuple(plain.values[name].shape)) for name, (p, t) in pairs.items()}
-    with torch.no_grad():
-        forced = Recorder(quant_module, forced=npu)
-        forced.run(*sample)
-    nodes = {n.name: n for n in quant_module.graph.nodes}
+    npu = {
+        name: in_pytorch_layout(tosa_values[p][t], tuple(plain.values[name].shape), tensor_sources[p][t].get("order"))
+        for name, (p, t) in pairs.items()
+    }
     order = {n: i for i, n in enumerate(quant_module.graph.nodes)}
-    layers = []
-    for name, (partition, _) in pairs.items():
-        sources = sorted(layer_sources(nodes[name]), key=order.get)
-        producer = sources[0] if sources else nodes[name]  # the layer's first op: conv2d of conv2d + relu
-        layers.append(
-            LayerError(
-                layer=producer.name,
-                ops=" + ".join(_op_name(n) for n in sources),
-                module=_module_path(producer),
-                partition=partition,
-                own_steps=_steps(npu[name], forced.values[name]),
-                accumulated_steps=_steps(npu[name], plain.values[name]),
-            )
+    activations = [n for n in quant_module.graph.nodes if is_quantize(n) and layer_sources(n)]
+    internal = internal_activations(activations, order)
+    described = {node.name: describe(node, order) for node in activations}
+    # an operator judged at its paired output accounts for its internal activations
+    judged = {described[n]["composite"] for n in pairs if n not in internal}
+    unpaired, off_npu, accounted = [], [], set()
+    for node in activations:
+        if node.name in pairs:
+            continue
+        layer = described[node.name]
+        if is_exact(layer["ops"]) or (node.name in internal and layer["composite"] in judged):
+            accounted.add(node.name)
+        elif all(op.strip() in cpu_ops for op in layer["ops"].split("+")):
+            off_npu.append(layer)
+        else:
+            unpaired.append(layer)
+    hidden = {n.name for n in activations if described[n.name] in unpaired}
+    boundaries = {name: value for name, value in npu.items() if name not in internal}
+    with torch.no_grad():
+        forced = Recorder(quant_module, forced=boundaries)
+        forced.run(*sample)
+    layers = [
+        LayerError(
+            **described[node.name],
+            partition=pairs[node.name][0],
+            own_steps=_steps(npu[node.name], forced.values[node.name]),
+            accumulated_steps=_steps(npu[node.name], plain.values[node.name]),
+            bits=activation_bits(node),
+            internal=node.name in internal,
+            unpaired_inputs=unpaired_before(node, set(boundaries), hidden, described),
         )
-    quantize_nodes = [n for n in quant_module.graph.nodes if is_quantize(n) and layer_sources(n)]
-    return Location(layers=layers, unmatched=len(quantize_nodes) - len(pairs))
+        for node in activations
+        if node.name in pairs
+    ]
+    return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
+
+
+def describe(node, order: dict) -> dict:
+    """What the report says about an activation: its layer, operators, module, kind, place, operator."""
+    sources = sorted(layer_sources(node), key=order.get)
+    producer = sources[0]  # the layer's first op: conv2d of conv2d + relu
+    return {
+        "layer": producer.name,
+        "ops": " + ".join(_op_name(n) for n in sources),
+        "module": _module_path(producer),
+        "kind": operator_kind(sources),
+        "order": order[node],
+        "composite": composite_root(sources),
+    }
+
+
+# Operators that only move values (no arithmetic, no rounding): an activation they make is the NPU's
+# input activation moved, so when it has no TOSA tensor of its own it hides nothing.
+EXACT_OPS = frozenset(
+    {"reshape", "view", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "t"}
+    | {"dropout", "clone", "alias", "detach", "contiguous", "_to_copy", "to"}
+)
+
+
+def is_exact(ops: str) -> bool:
+    return all(op.strip() in EXACT_OPS for op in ops.split("+"))
+
+
+def composite_root(sources: list) -> str:
+    """The name of the model operator a layer was decomposed from (its outermost `from_node`), the
+    same for every operator of one decomposition; the layer's own first node if it has none."""
+    for node in sources:
+        source, root = node.meta.get("from_node"), None
+        while source:
+            current = source[-1] if isinstance(source, list) else source
+            root = current
+            source = getattr(current, "from_node", None)
+        if getattr(root, "name", None):
+            return root.name
+    return sources[0].name
+
+
+def internal_activations(activations: list, order: dict) -> set[str]:
+    """The activations inside a decomposed operator: every one of its activations but the last."""
+    groups: dict[str, list] = {}
+    for node in activations:
+        groups.setdefault(composite_root(sorted(layer_sources(node), key=order.get)), []).append(node)
+    return {n.name for nodes in groups.values() for n in sorted(nodes, key=order.get)[:-1]}
+
+
+def unpaired_before(node, boundaries: set[str], hidden: set[str], described: dict) -> list[str]:
+    """The unpaired activations (`hidden`) between this one and the NPU values it is given (the
+    forced boundaries), outside its own operator: the quantized model computes them itself, so
+    this layer's inputs are not the NPU's, and an error in them shows up here."""
+    found, seen = [], set()
+    own = described[node.name]["composite"]
+    todo = [i for s in layer_sources(node) for i in s.all_input_nodes]
+    while todo:
+        current = todo.pop()
+        if current in seen or not hasattr(current, "op"):
+            continue
+        seen.add(current)
+        if is_quantize(current) and current.name in boundaries:
+            continue
+        if current.name in hidden and described[current.name]["composite"] != own:
+            found.append(described[current.name]["layer"])
+        todo.extend(current.all_input_nodes)
+    return sorted(set(found))
+
+
+def activation_bits(quantize_node) -> int:
+    """16 for an int16 activation (a16w8), else 8."""
+    return 16 if torch.int16 in (quantize_node.args[-1], quantize_node.kwargs.get("dtype")) else 8
+
+
+def operator_kind(sources: list) -> str:
+    """The model's operator a layer comes from: the outermost operator its nodes were decomposed from
+    (ExecuTorch's quantizer decomposes layer_norm, softmax, gelu into several quantized operators,
+    and keeps where each came from in `from_node`), else the layer's own first operator."""
+    for node in sources:
+        source, root = node.meta.get("from_node"), None
+        while source:
+            current = source[-1] if isinstance(source, list) else source
+            root = current
+            source = getattr(current, "from_node", None)
+        name = _target_name(str(getattr(root, "target", "") or ""))
+        if name and not name.startswith(("quantize", "dequantize")):
+            return name
+    return _op_name(sources[0]) if sources else ""
+
+
+def _target_name(target: str) -> str:
+    """'aten.layer_norm.default' or 'aten::layer_norm' -> 'layer_norm'; '' for none."""
+    parts = [p for p in target.replace("::", ".").split(".") if p]
+    if parts and parts[0] in ("aten", "torch", "ops", "quantized_decomposed", "edge", "exir_ops"):
+        parts = parts[1:]
+    name = parts[0] if parts else ""
+    return "" if name == "None" else name.removeprefix("aten_")
 
 
 def _steps(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -271,9 +478,13 @@ def _steps(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def _op_name(node) -> str:
-    target = node.target
-    name = getattr(target, "__name__", None) or str(target)
-    return name.split(".")[0].removeprefix("aten_")
+    return operator_name(node.target)
+
+
+def operator_name(target) -> str:
+    """An operator's short name: aten.conv2d.default, an edge dialect's aten.avg_pool2d.default,
+    aten_convolution_default -> conv2d, avg_pool2d, convolution_default."""
+    return _target_name(getattr(target, "__name__", None) or str(target))
 
 
 def _module_path(node) -> str:

@@ -37,7 +37,15 @@ from ethosweep.runtime.activity import running
 from ethosweep.runtime.integrity import verify as verify_artifact
 from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
 from ethosweep.runtime.provenance import tool_versions
-from ethosweep.verify.locate import locate, quiet_c_output
+from ethosweep.verify.locate import (
+    activation_bits,
+    is_dequantize,
+    is_quantize,
+    layer_sources,
+    locate,
+    operator_kind,
+    quiet_c_output,
+)
 from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 
 log = logging.getLogger(__name__)
@@ -95,6 +103,22 @@ def output_scales(graph_module) -> list[float | None]:
         is_dequant = isinstance(arg, torch.fx.Node) and "dequantize_per_tensor" in str(arg.target)
         scales.append(float(arg.args[1]) if is_dequant else None)
     return scales
+
+
+def output_tolerances(quant_module, thresholds: Thresholds) -> list[float]:
+    """The steps each output may differ by: its width and the operator producing it decide
+    (Thresholds.steps_allowed), read from the quantized graph (dequantize <- quantize <- layer)."""
+    order = {n: i for i, n in enumerate(quant_module.graph.nodes)}
+    output = next(n for n in quant_module.graph.nodes if n.op == "output")
+    allowed = []
+    for arg in pytree.tree_leaves(output.args[0]):
+        producer = arg.args[0] if isinstance(arg, torch.fx.Node) and is_dequantize(arg) else None
+        if isinstance(producer, torch.fx.Node) and is_quantize(producer) and layer_sources(producer):
+            kind = operator_kind(sorted(layer_sources(producer), key=order.get))
+            allowed.append(thresholds.steps_allowed(activation_bits(producer), kind))
+        else:
+            allowed.append(thresholds.max_error_steps)
+    return allowed
 
 
 def flat(outputs) -> list[torch.Tensor]:
@@ -243,6 +267,7 @@ def verify_numerics(
     min_cosine: float = 0.9,
     max_relative_error: float = 0.15,
     bundle_samples: int = 4,
+    max_error_steps_int16: dict | None = None,
 ) -> dict:
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate)."""
@@ -252,6 +277,7 @@ def verify_numerics(
         min_agreement=min_agreement,
         min_cosine=min_cosine,
         max_relative_error=max_relative_error,
+        max_error_steps_int16=dict(max_error_steps_int16 or {}),
     )
     exported = torch.export.load(program)
     float_module = exported.module()
@@ -275,7 +301,9 @@ def verify_numerics(
             quant_out.append(flat(quant_module(*sample)))
             npu_out.append(flat(NpuInterpreter(npu_module, sample=len(npu_out)).run(*sample)))
     classifier_now = classifier if classifier is not None else labels is not None
-    metrics = compare(float_out, quant_out, npu_out, scales, labels, classifier_now)
+    metrics = compare(
+        float_out, quant_out, npu_out, scales, labels, classifier_now, output_tolerances(quant_module, thresholds)
+    )
     with torch.no_grad():
         layers = layer_report(float_module, quant_module, samples)
     worst = sorted(
@@ -348,10 +376,24 @@ def locate_on(npu_module, quant_module, sample: tuple, tensor_sources: list) -> 
         interpreter.run(*sample)
     try:
         with torch.no_grad(), running("ethosweep's layer-by-layer comparison", "on the TOSA reference model"):
-            return locate(quant_module, sample, interpreter.delegate_calls, tensor_sources).as_dict()
+            location = locate(
+                quant_module, sample, interpreter.delegate_calls, tensor_sources, cpu_operators(npu_module)
+            )
+            return location.as_dict()
     except Exception as error:  # noqa: BLE001 - a failed diagnosis must not hide the measurement
         log.warning("could not compare layer by layer: %s", error, exc_info=True)
-        return {"layers": [], "unmatched": 0, "problem": f"{type(error).__name__}: {error}"}
+        return {"layers": [], "unpaired": [], "problem": f"{type(error).__name__}: {error}"}
+
+
+def cpu_operators(npu_module) -> frozenset[str]:
+    """The operators the lowered program runs on the CPU, by name ('avg_pool2d')."""
+    from ethosweep.verify.locate import operator_name
+
+    return frozenset(
+        operator_name(n.target)
+        for n in npu_module.graph.nodes
+        if n.op == "call_function" and n.target is not torch.ops.higher_order.executorch_call_delegate
+    )
 
 
 def untrained_weights(state_dict: dict) -> str:
@@ -383,8 +425,10 @@ def untrained_weights(state_dict: dict) -> str:
     return ""
 
 
-def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool) -> dict:
-    """The verification metrics over all samples (the primary output for top-1)."""
+def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, allowed: list | None = None) -> dict:
+    """The verification metrics over all samples (the primary output for top-1). `allowed`: the
+    steps each output may differ by (output_tolerances); the one of the output that is furthest off
+    is recorded as `output_steps_allowed`."""
     primary = lambda outs: torch.stack([o[0].flatten() for o in outs])  # noqa: E731
     f, q, n = primary(float_out), primary(quant_out), primary(npu_out)
     metrics: dict = {"samples": len(float_out)}
@@ -402,19 +446,24 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool) -> 
             metrics["top1_float"] = float((fp == labels).float().mean())
             metrics["top1_quantized"] = float((qp == labels).float().mean())
             metrics["top1_npu"] = float((npp == labels).float().mean())
-    per_sample = []
+    per_sample, worst_output, worst_excess = [], None, -math.inf
     for outputs_q, outputs_n in zip(quant_out, npu_out):
         worst = None
         for index, (a, b) in enumerate(zip(outputs_q, outputs_n)):
             if index < len(scales) and scales[index]:
                 steps = float(((b - a).abs() / scales[index]).max())
                 worst = steps if worst is None else max(worst, steps)
+                excess = steps - (allowed[index] if allowed and index < len(allowed) else 1.0)
+                if excess > worst_excess:
+                    worst_output, worst_excess = index, excess
         per_sample.append(worst)
     measured = [s for s in per_sample if s is not None]
     if measured:
         metrics["max_error_steps"] = round(max(measured), 4)
         metrics["mean_error_steps"] = round(sum(measured) / len(measured), 6)
         metrics["worst_sample"] = max(range(len(per_sample)), key=lambda i: per_sample[i] or 0)
+        if allowed and worst_output is not None and worst_output < len(allowed):
+            metrics["output_steps_allowed"] = allowed[worst_output]
     all_float = torch.cat([t.flatten() for o in float_out for t in o])
     all_npu = torch.cat([t.flatten() for o in npu_out for t in o])
     metrics["float_output_max_abs"] = float(all_float.abs().max())
