@@ -60,3 +60,10 @@ def test_the_zoo_numerics_benchmark_reaches_its_verdicts(tmp_path):
     out = run_benchmark("zoo_numerics.py", "--smoke", workdir=tmp_path)
     assert out.startswith("squeezenet1_1") and "FLAGGED WITHOUT A LAYER" not in out, out
     assert out.strip().splitlines()[-1].split()[0] == "1", out  # one verdict counted
+
+
+def test_the_zoo_benchmark_reaches_its_verdict(tmp_path):
+    out = run_benchmark("zoo.py", "--smoke", "--cores", "2", workdir=tmp_path)
+    assert "cells per hour" in out and "operators on the NPU" in out and "verdict: 2 cells" in out, out
+    index = (tmp_path / "sweep/results/report/index.html").read_text()
+    assert index.index('id="operators"') < index.index('id="pick"')  # a preset's report opens on the map

@@ -11,9 +11,10 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
-from conftest import REPO, snakemake, typed
+from conftest import REPO, job_stats, make_workdir, snakemake, typed
 
 README = (REPO / "README.md").read_text()
 
@@ -28,6 +29,9 @@ TESTED = {
     "uv run ethosweep check-sdk": "test_commands.py",
     "uv run --with ethos-u-vela==5.2.0 snakemake -n": "test_toolchain.py (the Vela upgrade)",
     "uv run ethosweep compare results/summary.csv": "test_toolchain.py (Vela versions side by side)",
+    # planned as written (a preset's full run takes an hour); its smoke subset runs in test_benchmarks.py
+    "uv run snakemake --cores 8 --configfile config/zoos/mobile_classifiers.yaml": "test_commands.py (plan)",
+    "uv run snakemake --cores 8 --configfile config/zoos/attention.yaml": "test_commands.py (plan)",
     # with the flags the single-node test cluster needs (2 CPUs, no accounting database)
     "uv run snakemake --profile workflow/profiles/slurm": "test_slurm.py",
     "uv run pytest -m slurm": "test_slurm.py is that selection",
@@ -59,6 +63,18 @@ def test_the_sweep_command_as_written(sweep_copy):
     proc = typed("uv run snakemake --cores 8", sweep_copy)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "6 of 6 cells ok" in proc.stderr
+
+
+@pytest.mark.parametrize(("preset", "models"), [("mobile_classifiers", 9), ("attention", 3)])
+def test_a_zoo_preset_as_written_plans_its_whole_matrix(tmp_path, preset, models):
+    work = make_workdir(tmp_path / "w", {"models": [{"name": "mnist", "file": "models/mnist.py"}]})
+    shutil.copytree(REPO / "config" / "zoos", work / "config" / "zoos")
+    command = f"uv run snakemake --cores 8 --configfile config/zoos/{preset}.yaml"
+    proc = typed(f"{command} --dry-run", work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # every model on 3 NPUs in 2 schemes: lowered once per scheme and TOSA profile, Vela per cell
+    jobs = job_stats(proc.stdout + proc.stderr)
+    assert (jobs["lower_to_tosa"], jobs["compile_with_vela"], jobs["map_operators"]) == (models * 4, models * 6, 1)
 
 
 def test_check_sdk_as_the_run_suggests(sweep_copy):

@@ -433,6 +433,7 @@ def report_after_failure():
     the cells that compiled as always, each failed cell with its reason, log and reproducer. Its
     files are the report rules' outputs, so `snakemake --report` finds them, and the next run that
     compiles a failed cell writes the report again through the rules (its inputs are newer)."""
+    from ethosweep.results import operators as ethosweep_operators
     from ethosweep.results import report as ethosweep_report
 
     cells = [cell_record(c) for c in SWEEP.cells]
@@ -451,6 +452,21 @@ def report_after_failure():
         )
         plots = {name: f"results/report/{name}.svg" for name in REPORT_PLOTS}
         ethosweep_report.write_plots(SUMMARY, boards, plots)
+        # the operator map of what was lowered, and the MACs of what Vela compiled
+        lowered = [
+            ({"model": m, "quant": q, "profile": p}, f"results/lower/{m}/{q}/{p}/delegation.json")
+            for m, q, p in SWEEP.quantize_keys()
+        ]
+        lowered = [(key, path) for key, path in lowered if Path(path).exists()]
+        compiled = [(c, path) for c, path in zip(cells, cell_paths(f"{COMPILED}/summary.json")) if Path(path).exists()]
+        ethosweep_operators.write_operator_map(
+            [key for key, _ in lowered],
+            [path for _, path in lowered],
+            [c for c, _ in compiled],
+            [path for _, path in compiled],
+            "results/operators.csv",
+            "results/operator_models.csv",
+        )
         ethosweep_report.write_index(
             summary=SUMMARY,
             plots=plots,
@@ -463,6 +479,9 @@ def report_after_failure():
             budget_ms=report_setting("latency_budget_ms", None),
             board_budgets=report_setting("board_latency_budget_ms", {}),
             per_layer=dict(zip([c["id"] for c in cells], per_layer)) if len(SWEEP.vela_versions()) > 1 else None,
+            operators="results/operators.csv",
+            operator_models="results/operator_models.csv",
+            opens_on=report_setting("opens_on", "pick"),
         )
     except Exception as error:  # the summary is written; a report that cannot be must not hide the failure
         print(f"ethosweep: the report could not be written after the failure: {error}", file=sys.stderr)

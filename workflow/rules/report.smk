@@ -78,9 +78,36 @@ rule report_plots:
         "../scripts/report_plots.py"
 
 
+# The operator map: which operators of the zoo run where, per NPU family and scheme (see
+# ethosweep/results/operators.py); from every (model, scheme, profile)'s delegation table.
+rule map_operators:
+    input:
+        delegation=[f"results/lower/{m}/{q}/{p}/delegation.json" for m, q, p in SWEEP.quantize_keys()],
+        vela_summary=cell_paths(f"{COMPILED}/summary.json"),
+    output:
+        operators="results/operators.csv",
+        models="results/operator_models.csv",
+    log:
+        "logs/report/operators.log",
+    benchmark:
+        "benchmarks/report/operators.tsv"
+    localrule: True
+    conda:
+        "../../envs/ethosweep.yaml"
+    params:
+        profiles=[{"model": m, "quant": q, "profile": p} for m, q, p in SWEEP.quantize_keys()],
+        cells=[cell_record(c) for c in SWEEP.cells],
+        tools=stage_versions("ethosweep.results.operators"),
+        code=code_version("ethosweep.results.operators"),
+    script:
+        "../scripts/map_operators.py"
+
+
 rule report_index:
     input:
         summary=SUMMARY,
+        operators="results/operators.csv",
+        operator_models="results/operator_models.csv",
         cycles="results/report/cycles.svg",
         fit="results/report/fit.svg",
         roofline="results/report/roofline.svg",
@@ -109,6 +136,7 @@ rule report_index:
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
         latency_budget_ms=report_setting("latency_budget_ms", None),
         board_latency_budget_ms=report_setting("board_latency_budget_ms", {}),
+        opens_on=report_setting("opens_on", "pick"),
         tools=stage_versions("ethosweep.results.report"),
         code=code_version("ethosweep.results.report"),
     script:

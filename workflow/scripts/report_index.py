@@ -13,6 +13,9 @@ run_stage(
     boards=snakemake.params.boards,
     budget_ms=snakemake.params.latency_budget_ms,
     board_budgets=snakemake.params.board_latency_budget_ms,
+    operators=snakemake.input.operators,
+    operator_models=snakemake.input.operator_models,
+    opens_on=snakemake.params.opens_on,
     # only when the sweep has several Vela versions: their per-layer reports, side by side
     per_layer=dict(zip([c["id"] for c in snakemake.params.cells], snakemake.input.per_layer))
     if snakemake.input.per_layer

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import re
 import time
 
@@ -149,6 +150,7 @@ def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
         op = _op_type(node_name)
         if op in cpu_compute:
             reasons.setdefault(op, short_reason(reason))
+    graph = edge.exported_program().graph_module.graph
     return {
         "partitions": info.num_delegated_subgraphs,
         "npu_ops": info.num_delegated_nodes,
@@ -158,7 +160,51 @@ def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
         "cpu_reasons": reasons,
         "operators": operators,
         "delegated": _delegation_status(info.num_delegated_subgraphs, cpu_compute),
+        "switches": npu_cpu_switches(graph),
+        "cpu_macs": cpu_macs(graph),
     }
+
+
+def _is_cpu_compute(node) -> bool:
+    return (
+        node.op == "call_function"
+        and "executorch_call_delegate" not in str(node.target)
+        and _op_type(node.name) not in BOOKKEEPING_OPS
+    )
+
+
+def npu_cpu_switches(graph) -> int:
+    """How often the program passes between the NPU and the CPU, in execution order (each costs a
+    hand-over of tensors through memory): 0 for a model that runs on one of them."""
+    sides = []
+    for node in graph.nodes:
+        side = "npu" if "executorch_call_delegate" in str(node.target) else "cpu" if _is_cpu_compute(node) else None
+        if side and (not sides or sides[-1] != side):
+            sides.append(side)
+    return max(0, len(sides) - 1)
+
+
+def cpu_macs(graph) -> int:
+    """Multiply-accumulates of the compute left on the CPU (convolutions, linear layers, matrix
+    products), from the tensors' shapes: what the NPU does not take off the CPU."""
+    total = 0
+    for node in graph.nodes:
+        if not _is_cpu_compute(node) or not hasattr(node.meta.get("val"), "numel"):
+            continue
+        name, out = str(node.target), node.meta["val"]
+        position = 2 if "addmm" in name else 1  # addmm(bias, a, b): the reduced dimension is b's first
+        weight = (
+            node.args[position].meta.get("val")
+            if len(node.args) > position and hasattr(node.args[position], "meta")
+            else None
+        )
+        if weight is None or not hasattr(weight, "shape"):
+            continue
+        if "convolution" in name and weight.dim() >= 3:
+            total += out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
+        elif "linear" in name or name.endswith(("mm.default", "matmul.default")):
+            total += out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
+    return int(total)
 
 
 def short_reason(reason: str, limit: int = 160) -> str:

@@ -653,6 +653,75 @@ def _pick_sections(rows: list[dict], boards: dict[str, dict], budget_ms, board_b
     return parts
 
 
+def _operators_section(operators: list[dict], models: list[dict]) -> list[str]:
+    """'Operators': what holds models back, per NPU family and scheme, then each model's share on the NPU."""
+    held = [r for r in operators if int(r["models_held_back"] or 0)]
+    parts = [
+        '<h2 id="operators">Operators: what runs where</h2>',
+        '<p class="note">Every operator of the zoo as ExecuTorch\'s partitioner saw it, per NPU family (Ethos-U55 '
+        "and -U65 share a TOSA profile) and scheme: on the NPU, on the CPU, or both (on the NPU for some models, "
+        "left on the CPU for others), with the partitioner's reason and the models it holds back, most first; "
+        "where the reason is a documented limit of the NPU, the way round it. Full tables: "
+        "<code>results/operators.csv</code>, <code>results/operator_models.csv</code>.</p>",
+    ]
+    if held:
+        parts.append(
+            "<table><tr>"
+            + "".join(
+                f"<th>{h}</th>" for h in ("operator", "NPU", "scheme", "where", "models held back", "why", "way round")
+            )
+            + "</tr>"
+        )
+        for r in held:
+            parts.append(
+                "<tr>"
+                + "".join(
+                    f'<td class="l">{_e(v)}</td>'
+                    for v in (
+                        r["operator"],
+                        r["family"],
+                        r["scheme"],
+                        r["where"],
+                        f"{r['models_held_back']}: {r['held_back']}",
+                        r["reason"],
+                        r["way_round"],
+                    )
+                )
+                + "</tr>"
+            )
+        parts.append("</table>")
+    else:
+        parts.append("<p>Every operator of every model runs on the NPU, for every family and scheme.</p>")
+    on_npu = sorted({r["operator"] for r in operators if r["where"] == "NPU"})
+    if on_npu:
+        parts.append(
+            f"<details><summary>On the NPU everywhere ({len(on_npu)})</summary><p>{_e(', '.join(on_npu))}</p></details>"
+        )
+    parts.append(
+        "<table><caption>Per model: its compute on the NPU (MACs: Vela's on the NPU against those left on the "
+        "CPU) and how often its program passes between NPU and CPU</caption><tr>"
+        + "".join(
+            f"<th>{h}</th>"
+            for h in ("model", "NPU", "scheme", "delegated", "NPU / CPU ops", "MACs on the NPU", "NPU-CPU switches")
+        )
+        + "</tr>"
+    )
+    for r in models:
+        share = f"{r['npu_mac_share_pct']} %" if r["npu_mac_share_pct"] not in ("", None) else ""
+        values = (
+            r["model"],
+            r["family"],
+            r["scheme"],
+            r["delegated"],
+            f"{r['npu_ops']} / {r['cpu_compute_ops']}",
+            share,
+            r["npu_cpu_switches"],
+        )
+        parts.append("<tr>" + "".join(f'<td class="l">{_e(v)}</td>' for v in values) + "</tr>")
+    parts.append("</table>")
+    return parts
+
+
 def _vela_versions_section(rows: list[dict], per_layer: dict[str, str] | None) -> list[str]:
     """'Vela versions': with several versions swept, what each changes per model and target against
     the oldest, largest changes first, regressions named, and the layer whose cycles moved most."""
@@ -766,6 +835,8 @@ def render_index(
     budget_ms: float | None = None,
     board_budgets: dict[str, float] | None = None,
     per_layer: dict[str, str] | None = None,
+    operator_map: tuple[list[dict], list[dict]] | None = None,
+    opens_on: str = "pick",
 ) -> str:
     from itables.javascript import generate_init_offline_itables_html
     from itables.options import dt_bundle
@@ -786,7 +857,9 @@ def render_index(
         f"{len(numerics['inconclusive'])} inconclusive"
         + (f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else "")
         + ".</p>",
+        *(_operators_section(*operator_map) if operator_map and opens_on == "operators" else []),
         *_pick_sections(primary_rows(rows), boards or {}, budget_ms, board_budgets),
+        *(_operators_section(*operator_map) if operator_map and opens_on != "operators" else []),
         *_vela_versions_section(rows, per_layer),
         "<h2>Plots</h2>",
     ]
@@ -836,11 +909,20 @@ def write_index(
     budget_ms: float | None = None,
     board_budgets: dict[str, float] | None = None,
     per_layer: dict[str, str] | None = None,
+    operators: str | None = None,
+    operator_models: str | None = None,
+    opens_on: str = "pick",
 ) -> None:
     rows = read_summary_csv(summary)
+    operator_map = (
+        (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
+    )
     cpu_rows = read_summary_csv(cpu_summary) if cpu_summary else []
     svgs = {name: Path(path).read_text() for name, path in plots.items()}
     pairs = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
     atomic_write_text(
-        index, render_index(rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets, per_layer)
+        index,
+        render_index(
+            rows, svgs, pairs, sweep_text, cpu_rows, boards, budget_ms, board_budgets, per_layer, operator_map, opens_on
+        ),
     )

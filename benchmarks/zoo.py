@@ -1,0 +1,131 @@
+"""A zoo preset as a sweep: cells per hour on this machine, what compiled and what did not, and the
+share of operators on the NPU per target.
+
+    uv run python benchmarks/zoo.py --preset attention            # config/zoos/attention.yaml
+    uv run python benchmarks/zoo.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
+    uv run python benchmarks/zoo.py --smoke                       # tiny_vit, int8, U55 and U85 (the tests)
+
+Runs `snakemake --cores N --configfile config/zoos/<preset>.yaml` from empty results in a working
+directory of its own, as a user would, then reads what the sweep wrote: results/summary.csv (each
+cell ok, partly delegated or failed, with its reason), results/operators.csv and
+results/operator_models.csv (the operator map). Prints the figures and the map's top rows; fails
+if a cell failed without a reason, or if the map is missing a model the sweep lowered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ethosweep.results.operators import format_top  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="attention", help="a config/zoos/<name>.yaml")
+    parser.add_argument("--smoke", action="store_true", help="tiny_vit of the attention preset, int8, U55 and U85")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-zoo-"))
+    preset = REPO / "config" / "zoos" / f"{'attention' if args.smoke else args.preset}.yaml"
+    config = yaml.safe_load(preset.read_text())
+    if args.smoke:
+        config = dict(
+            config,
+            models=[m for m in config["models"] if m["name"] == "tiny_vit"],
+            targets=["ethos-u55-128", "ethos-u85-256"],
+            quantization=["int8"],
+        )
+    work = root / "sweep"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "config").mkdir(parents=True)
+    shutil.copytree(REPO / "models", work / "models")
+    (work / "config" / "zoo.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
+        f"--cores {args.cores}; preset {preset.name}{' (smoke)' if args.smoke else ''}; workdir {work}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(work),
+            "--cores",
+            str(args.cores),
+            "--configfile",
+            str(work / "config" / "zoo.yaml"),
+            "--quiet",
+            "all",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - started
+    summary = work / "results" / "summary.csv"
+    if not summary.exists():
+        print(f"the sweep wrote no summary (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        return 1
+    rows = list(csv.DictReader(open(summary, newline="")))
+    cells = {r["cell"]: r for r in rows}
+    status = Counter(
+        "failed" if r["status"] != "ok" else "partial" if r.get("delegation") == "partial" else "ok"
+        for r in cells.values()
+    )
+    print(f"\n{len(cells)} cells in {seconds:.0f} s: {3600 * len(cells) / seconds:.0f} cells per hour")
+    print(", ".join(f"{n} {s}" for s, n in status.most_common()))
+    problems = []
+    for cell, row in cells.items():
+        if row["status"] != "ok":
+            print(f"  failed: {cell}: {row.get('reason') or 'NO REASON'}")
+            if not row.get("reason"):
+                problems.append(f"{cell} failed without a reason")
+    models_csv = work / "results" / "operator_models.csv"
+    operators_csv = work / "results" / "operators.csv"
+    if not models_csv.exists() or not operators_csv.exists():
+        print("the operator map was not written")
+        return 1
+    share: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    mapped = set()
+    for row in csv.DictReader(open(models_csv, newline="")):
+        share[f"{row['family']} [{row['scheme']}]"][0] += int(row["npu_ops"] or 0)
+        share[f"{row['family']} [{row['scheme']}]"][1] += int(row["npu_ops"] or 0) + int(row["cpu_compute_ops"] or 0)
+        mapped.add(row["model"])
+    print("operators on the NPU (delegated / all compute operators of the zoo):")
+    for key, (npu, total) in sorted(share.items()):
+        print(f"  {key}: {npu} / {total} = {100 * npu / total:.1f} %" if total else f"  {key}: none")
+    lowered = {p.parent.parent.parent.name for p in (work / "results/lower").glob("*/*/*/delegation.json")}
+    if lowered - mapped:
+        problems.append(f"lowered but not in the operator map: {sorted(lowered - mapped)}")
+    top = format_top(list(csv.DictReader(open(operators_csv, newline=""))))
+    print("what holds models back (the operator map's top rows):")
+    print("\n".join(f"  {line}" for line in top) or "  nothing: every operator runs on the NPU")
+    if problems:
+        print("PROBLEMS:\n  " + "\n  ".join(problems))
+        return 1
+    print(f"verdict: {len(cells)} cells, every failure with its reason, the map covers all {len(mapped)} models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""The operator map: which operators of the zoo run where, per NPU family and scheme, and why not.
+
+From each (model, scheme, TOSA profile)'s delegation table (the lower stage's delegation.json:
+ExecuTorch's get_delegation_info with the partitioner's reasons) and each model's Vela figures:
+
+- `results/operators.csv`, one row per operator (as the partitioner saw it, e.g. avg_pool2d) x
+  NPU family (Ethos-U55/U65 share a TOSA profile, Ethos-U85 has its own) x scheme: on the NPU,
+  on the CPU, or both (on the NPU for some models, left on the CPU for others), the partitioner's
+  reason in its words, which models it holds back, and, where the reason is a known limit with a
+  known way round, that way in one line. Sorted so that what holds most models back comes first.
+- `results/operator_models.csv`, one row per model x family x scheme: its operators on the NPU,
+  the share of its multiply-accumulates that run there (Vela's MACs against the MACs left on the
+  CPU, counted from the tensors' shapes), and how often its program passes between NPU and CPU.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ethosweep.runtime.io import atomic_write_text, read_json
+
+FAMILIES = {"u55": "Ethos-U55/U65", "u85": "Ethos-U85"}
+# Operators that do no compute: the int8 <-> float boundary, tuple unpacking, layout copies.
+BOOKKEEPING = re.compile(r"quantize_per_|dequantize_per_|^getitem$|clone_dim_order|_to_dim_order_copy")
+
+OPERATOR_COLUMNS = (
+    "operator",
+    "family",
+    "scheme",
+    "where",
+    "models_held_back",
+    "models_on_npu",
+    "held_back",
+    "reason",
+    "way_round",
+)
+MODEL_COLUMNS = (
+    "model",
+    "family",
+    "scheme",
+    "delegated",
+    "npu_ops",
+    "cpu_compute_ops",
+    "npu_mac_share_pct",
+    "npu_macs",
+    "cpu_macs",
+    "partitions",
+    "npu_cpu_switches",
+)
+
+
+@dataclass(frozen=True)
+class KnownLimit:
+    """A partitioner reason that is a documented limit of the NPU, and what to do about it."""
+
+    pattern: str
+    families: tuple[str, ...]
+    way_round: str
+
+
+# Only reasons whose limit and way round are documented (Vela's supported-operator constraints,
+# ExecuTorch's Arm backend): anything else is shown in the partitioner's words alone.
+KNOWN_LIMITS = (
+    KnownLimit(
+        r"Avgpool2d with padding needs kernel dims < 8",
+        ("u55",),
+        "Ethos-U55/U65 pool with padding up to 8x8 (Vela: SAME padding 1-8, VALID 1-256): pad the input "
+        "explicitly and pool without padding, or use a global mean (adaptive_avg_pool2d to 1x1)",
+    ),
+    KnownLimit(
+        r"Product of axes must be <65536",
+        ("u55", "u85"),
+        "a mean over more than 65,535 elements at once: reduce in two steps (a mean over one axis, then "
+        "over the other), each under the limit (pytorch/executorch#16779)",
+    ),
+    KnownLimit(
+        r"(int16|INT16|16-bit).*not supported|not supported.*(int16|INT16)",
+        ("u55", "u85"),
+        "this operator has no int16 implementation on this NPU: quantize it (or the model) as int8",
+    ),
+    KnownLimit(
+        r"torch\.bool output that is not supported",
+        ("u55", "u85"),
+        "a boolean result (a comparison, a mask) stays on the CPU: use it through torch.where on "
+        "numbers, or keep the mask out of the delegated graph",
+    ),
+)
+
+
+def way_round(reason: str, profile: str) -> str:
+    for limit in KNOWN_LIMITS:
+        if profile in limit.families and re.search(limit.pattern, reason or ""):
+            return limit.way_round
+    return ""
+
+
+def short_name(op: str) -> str:
+    """'aten_avg_pool2d_default' -> 'avg_pool2d'."""
+    name = op.removeprefix("aten_")
+    return re.sub(r"_(default|Tensor|Scalar|int|dim|self|tensor)$", "", name)
+
+
+def operator_rows(entries: list[dict]) -> list[dict]:
+    """`entries`: {model, quant, profile, delegation (the table)}; one row per operator x family x scheme."""
+    on_npu: dict[tuple, set] = defaultdict(set)
+    on_cpu: dict[tuple, set] = defaultdict(set)
+    reasons: dict[tuple, str] = {}
+    for entry in entries:
+        table = entry["delegation"]
+        for op, counts in table.get("operators", {}).items():
+            if BOOKKEEPING.search(op):
+                continue
+            key = (short_name(op), entry["profile"], entry["quant"])
+            if counts.get("npu"):
+                on_npu[key].add(entry["model"])
+            if counts.get("cpu"):
+                on_cpu[key].add(entry["model"])
+                reason = table.get("cpu_reasons", {}).get(op)
+                if reason:
+                    reasons.setdefault(key, reason)
+    rows = []
+    for key in set(on_npu) | set(on_cpu):
+        op, profile, quant = key
+        held, done = sorted(on_cpu[key]), sorted(on_npu[key] - on_cpu[key])
+        where = "CPU" if held and not done and not on_npu[key] else "NPU and CPU" if held else "NPU"
+        reason = reasons.get(key, "no reason reported" if held else "")
+        rows.append(
+            {
+                "operator": op,
+                "family": FAMILIES.get(profile, profile),
+                "scheme": quant,
+                "where": where,
+                "models_held_back": len(held),
+                "models_on_npu": len(on_npu[key]),
+                "held_back": " ".join(held),
+                "reason": reason,
+                "way_round": way_round(reason, profile) if held else "",
+            }
+        )
+    return sorted(rows, key=lambda r: (-r["models_held_back"], r["where"] == "NPU", r["operator"], r["family"]))
+
+
+def model_rows(entries: list[dict], npu_macs: dict[tuple, int]) -> list[dict]:
+    """One row per model x family x scheme; `npu_macs`: (model, quant, profile) -> Vela's MACs."""
+    rows = []
+    for entry in entries:
+        table, key = entry["delegation"], (entry["model"], entry["quant"], entry["profile"])
+        npu, cpu = npu_macs.get(key), table.get("cpu_macs")
+        share = round(100 * npu / (npu + cpu), 1) if npu is not None and cpu is not None and npu + cpu else ""
+        rows.append(
+            {
+                "model": entry["model"],
+                "family": FAMILIES.get(entry["profile"], entry["profile"]),
+                "scheme": entry["quant"],
+                "delegated": table.get("delegated", ""),
+                "npu_ops": table.get("npu_ops", ""),
+                "cpu_compute_ops": table.get("cpu_compute_ops", ""),
+                "npu_mac_share_pct": share,
+                "npu_macs": npu if npu is not None else "",
+                "cpu_macs": cpu if cpu is not None else "",
+                "partitions": table.get("partitions", ""),
+                "npu_cpu_switches": table.get("switches", ""),
+            }
+        )
+    return rows
+
+
+def _csv(rows: list[dict], columns: tuple[str, ...]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_operator_map(
+    keys: list[dict], delegation: list[str], cells: list[dict], vela_summary: list[str], operators: str, models: str
+) -> None:
+    """The stage: `keys` ({model, quant, profile}) and `delegation` (their tables) in order; `cells` and
+    `vela_summary` in order (each model's MACs on the NPU: Vela's, the same for every cell of a
+    profile, taken from its first cell that compiled)."""
+    entries = [{**key, "delegation": read_json(path)} for key, path in zip(keys, delegation, strict=True)]
+    macs: dict[tuple, int] = {}
+    for cell, path in zip(cells, vela_summary, strict=True):
+        key = (cell["model"], cell["quant"], cell["tosa_profile"])
+        if key not in macs:
+            macs[key] = int((read_json(path).get("cell") or {}).get("nn_macs") or 0)
+    atomic_write_text(operators, _csv(operator_rows(entries), OPERATOR_COLUMNS))
+    atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
+
+
+def format_top(rows: list[dict], limit: int = 10) -> list[str]:
+    """The map's top rows for a terminal or a note: what holds most models back."""
+    lines = []
+    for row in [r for r in rows if int(r["models_held_back"] or 0)][:limit]:
+        lines.append(
+            f"{row['operator']} on {row['family']} [{row['scheme']}]: held back {row['models_held_back']} model(s) "
+            f"({row['held_back']}): {row['reason']}" + (f" -> {row['way_round']}" if row["way_round"] else "")
+        )
+    return lines

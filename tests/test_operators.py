@@ -1,0 +1,58 @@
+"""The operator map on the tiny sweep's real lowerings: what runs where, and what holds models back."""
+
+from __future__ import annotations
+
+import csv
+
+from ethosweep.results.operators import format_top, way_round
+
+
+def read(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_operator_map_names_what_holds_models_back_and_the_way_round(tiny_sweep):
+    rows = read(tiny_sweep / "results/operators.csv")
+    # DS-CNN's 24x5 average pool with padding stays on the CPU on Ethos-U55/U65: the only row holding a model back
+    first = rows[0]
+    assert (first["operator"], first["family"], first["scheme"], first["where"]) == (
+        "avg_pool2d",
+        "Ethos-U55/U65",
+        "int8",
+        "CPU",
+    )
+    assert (first["models_held_back"], first["held_back"]) == ("1", "ds_cnn")
+    assert first["reason"] == "Avgpool2d with padding needs kernel dims < 8, got [24, 5]"
+    assert first["way_round"].startswith("Ethos-U55/U65 pool with padding up to 8x8")
+    assert all(r["models_held_back"] == "0" for r in rows[1:])
+    conv = next(r for r in rows if (r["operator"], r["family"]) == ("convolution", "Ethos-U55/U65"))
+    assert conv["where"] == "NPU" and int(conv["models_on_npu"]) == 3  # mnist, ds_cnn, mnist_digits
+    assert format_top(rows) == [
+        "avg_pool2d on Ethos-U55/U65 [int8]: held back 1 model(s) (ds_cnn): Avgpool2d with padding needs kernel "
+        "dims < 8, got [24, 5] -> " + first["way_round"]
+    ]
+
+
+def test_each_models_share_on_the_npu_and_its_hand_overs(tiny_sweep):
+    models = {(r["model"], r["family"]): r for r in read(tiny_sweep / "results/operator_models.csv")}
+    ds_cnn = models["ds_cnn", "Ethos-U55/U65"]
+    # NPU -> CPU (the average pool) -> NPU: two hand-overs; the pool does no multiply-accumulates
+    assert (ds_cnn["delegated"], ds_cnn["partitions"], ds_cnn["npu_cpu_switches"]) == ("partial", "2", "2")
+    assert ds_cnn["npu_macs"] == "2656768" and ds_cnn["cpu_macs"] == "0" and ds_cnn["npu_mac_share_pct"] == "100.0"
+    mnist = models["mnist", "Ethos-U55/U65"]
+    assert (mnist["delegated"], mnist["npu_cpu_switches"], mnist["npu_macs"]) == ("full", "0", "1135872")
+
+
+def test_the_report_shows_the_operator_map(tiny_sweep):
+    index = (tiny_sweep / "results/report/index.html").read_text()
+    section = index[index.index('id="operators"') :]
+    assert "Avgpool2d with padding needs kernel dims &lt; 8, got [24, 5]" in section
+    # the default config opens on what to pick; the zoo presets on the operator map
+    assert index.index('id="pick"') < index.index('id="operators"')
+
+
+def test_a_way_round_is_only_given_for_the_limit_it_is_known_for():
+    assert way_round("Avgpool2d with padding needs kernel dims < 8, got [24, 5]", "u55").startswith("Ethos-U55")
+    assert way_round("Avgpool2d with padding needs kernel dims < 8, got [24, 5]", "u85") == ""
+    assert way_round("some other reason", "u55") == ""

@@ -1,0 +1,12 @@
+from ethosweep.runtime.jobs import run_stage
+
+run_stage(
+    snakemake,
+    "ethosweep.results.operators:write_operator_map",
+    keys=snakemake.params.profiles,
+    delegation=list(snakemake.input.delegation),
+    cells=snakemake.params.cells,
+    vela_summary=list(snakemake.input.vela_summary),
+    operators=snakemake.output.operators,
+    models=snakemake.output.models,
+)
