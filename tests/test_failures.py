@@ -453,6 +453,7 @@ def test_fixing_a_failed_cell_reruns_it_alone_and_the_report_shows_it_ok(sweep_c
         "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
+        "map_operators": 1,  # reads the lowering and Vela's MACs
         "summarize_sweep": 1,
         "all": 1,
     }

@@ -127,6 +127,7 @@ def vela_and_what_follows(cells: int, runners: int) -> dict[str, int]:
         "report_cells": 1,
         "report_plots": 1,
         "report_index": 1,
+        "map_operators": 1,  # reads the lowering and Vela's MACs
         "summarize_sweep": 1,
         "all": 1,
     }
@@ -183,6 +184,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
         "summarize_cpu": 1,
         "report_plots": 1,
         "report_index": 1,
+        "map_operators": 1,  # reads the lowering and Vela's MACs
         "summarize_sweep": 1,
         "all": 1,
     }
@@ -224,6 +226,7 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
         "summarize_sweep": 1,
         "report_plots": 1,
         "report_index": 1,
+        "map_operators": 1,  # reads the lowering and Vela's MACs
         "all": 1,
     }
 
