@@ -56,3 +56,15 @@ def test_a_way_round_is_only_given_for_the_limit_it_is_known_for():
     assert way_round("Avgpool2d with padding needs kernel dims < 8, got [24, 5]", "u55").startswith("Ethos-U55")
     assert way_round("Avgpool2d with padding needs kernel dims < 8, got [24, 5]", "u85") == ""
     assert way_round("some other reason", "u55") == ""
+
+
+def test_the_int16_matmul_limit_seen_in_the_attention_preset():
+    # recorded: config/zoos/attention.yaml, a16w8, the attention's bmm on the u55 profile
+    reason = (
+        "Input quantized_decomposed_dequantize_per_tensor_default_157 has unsupported dtype torch.int16 "
+        "(Supports int8)."
+    )
+    assert way_round(reason, "u55").startswith("Ethos-U55/U65 take this operator with int8 inputs only")
+    assert way_round(reason, "u85") == ""
+    follower = "Was first node in partition and input aten_slice_copy_tensor_5 had fp dtype."
+    assert way_round(follower, "u55").startswith("a consequence: the operator before it stays on the CPU")

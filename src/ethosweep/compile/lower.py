@@ -202,7 +202,7 @@ def cpu_macs(graph) -> int:
             continue
         if "convolution" in name and weight.dim() >= 3:
             total += out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
-        elif "linear" in name or name.endswith(("mm.default", "matmul.default")):
+        elif "linear" in name or re.search(r"\b(bmm|mm|addmm|matmul)\.default", name):
             total += out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
     return int(total)
 

@@ -65,7 +65,9 @@ class KnownLimit:
 
 
 # Only reasons whose limit and way round are documented (Vela's supported-operator constraints,
-# ExecuTorch's Arm backend): anything else is shown in the partitioner's words alone.
+# ExecuTorch's Arm backend's partitioner checks) or seen in the presets' own sweeps (an int16
+# batch matmul stays on the CPU on Ethos-U55/U65 and runs on the NPU on Ethos-U85):
+# anything else is shown in the partitioner's words alone.
 KNOWN_LIMITS = (
     KnownLimit(
         r"Avgpool2d with padding needs kernel dims < 8",
@@ -83,6 +85,24 @@ KNOWN_LIMITS = (
         r"(int16|INT16|16-bit).*not supported|not supported.*(int16|INT16)",
         ("u55", "u85"),
         "this operator has no int16 implementation on this NPU: quantize it (or the model) as int8",
+    ),
+    KnownLimit(
+        r"unsupported dtype torch\.int16 \(Supports int8\)",
+        ("u55",),
+        "Ethos-U55/U65 take this operator with int8 inputs only: quantize it as int8 (the rest of the model may "
+        "stay int16), or use an Ethos-U85, which runs it in int16",
+    ),
+    KnownLimit(
+        r"Was first node in partition and input .* had fp dtype",
+        ("u55", "u85"),
+        "a consequence: the operator before it stays on the CPU, so its input arrives as float; bring that "
+        "one onto the NPU and this one follows",
+    ),
+    KnownLimit(
+        r"Partition contained only ops which are removed in the TOSA lowering",
+        ("u55", "u85"),
+        "a consequence: only a reshape or copy was left between operators on the CPU, nothing to run on the "
+        "NPU; it follows its neighbours",
     ),
     KnownLimit(
         r"torch\.bool output that is not supported",
