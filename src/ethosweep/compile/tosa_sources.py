@@ -75,25 +75,36 @@ def singleton_move(before: tuple, after: tuple) -> list[int] | None:
 
 
 def dimension_orders(graph_module) -> dict[str, list[int] | None]:
-    """Each tensor's order (see the module docstring), propagated through the graph: inputs are in
-    PyTorch's order; a transpose composes its permutation onto its input's order; any other
-    operator whose output has the rank of its first tensor input keeps that input's order
-    (elementwise operators, rescales, table lookups, a convolution between its transposes); an
-    operator that changes the rank (a reshape) starts a tensor of its own, in PyTorch's order."""
+    """Each tensor's order (see the module docstring), propagated through the graph: inputs and
+    constants are in PyTorch's order; a transpose composes its permutation onto its input's order;
+    any other operator whose output has the rank of its first tensor input keeps that input's
+    order (elementwise operators, rescales, table lookups, a convolution between its transposes); a
+    reshape of a tensor in PyTorch's order starts a tensor of its own in PyTorch's order. A reshape
+    of a transposed tensor (flattening NHWC) puts its elements in no permutation of any PyTorch
+    tensor's order: None, unknown, and so is everything computed from it (the verify stage then
+    compares such a tensor in the layout its values say, ethosweep.verify.locate)."""
     orders: dict[str, list[int] | None] = {}
     for node in graph_module.graph.nodes:
         rank = _rank(node)
         if rank is None:
             continue
         source = _first_tensor_input(node) if node.op == "call_function" else None
-        inherited = orders.get(source.name) if source is not None else None
-        permutation = _permutation(node) if node.op == "call_function" else None
-        if permutation is not None and inherited is not None and len(permutation) == len(inherited):
-            orders[node.name] = [inherited[p] for p in permutation]
-        elif inherited is not None and len(inherited) == rank:
-            orders[node.name] = list(inherited)
-        else:
+        if source is None:
             orders[node.name] = list(range(rank))
+            continue
+        inherited = orders.get(source.name, list(range(_rank(source) or rank)))
+        permutation = _permutation(node)
+        reshape = "RESHAPE" in str(node.target) or "view" in str(node.target)
+        if inherited is None:
+            orders[node.name] = None
+        elif permutation is not None and len(permutation) == len(inherited):
+            orders[node.name] = [inherited[p] for p in permutation]
+        elif len(inherited) == rank and not reshape:
+            orders[node.name] = list(inherited)
+        elif inherited == list(range(len(inherited))):
+            orders[node.name] = list(range(rank))
+        else:
+            orders[node.name] = None
     return orders
 
 

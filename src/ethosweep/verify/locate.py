@@ -36,6 +36,7 @@ listed too (`unpaired`), so a verdict can say what it could not see.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import tempfile
@@ -194,10 +195,11 @@ def pair_activations(
                 if names & set(recorded["sources"])
                 and t in tosa_values[partition]
                 and _same_dtype(tosa_values[partition][t], plain[node.name])
-                and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order")) is not None
+                and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order"), plain[node.name])
+                is not None
             ]
             if candidates:
-                pairs[node.name] = (partition, candidates[-1])  # the last: after rescale, reshape
+                pairs[node.name] = (partition, closest(candidates, tensors, tosa_values[partition], plain[node.name]))
     pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs)
     return pairs
 
@@ -232,11 +234,13 @@ def pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs: dict
                 if (partition, t) not in taken
                 and t in tosa_values[partition]
                 and _same_dtype(tosa_values[partition][t], plain[node.name])
-                and in_pytorch_layout(tosa_values[partition][t], shape, tensors[t].get("order")) is not None
+                and in_pytorch_layout(tosa_values[partition][t], shape, tensors[t].get("order"), plain[node.name])
+                is not None
             ]
             if found:
-                pairs[node.name] = (partition, found[0])
-                taken.add((partition, found[0]))
+                best = closest(found, tensors, tosa_values[partition], plain[node.name])
+                pairs[node.name] = (partition, best)
+                taken.add((partition, best))
                 break
 
 
@@ -256,6 +260,20 @@ def activation_inputs(quantize_node) -> list:
     return found
 
 
+def closest(candidates: list[str], tensors: dict, values: dict, activation: torch.Tensor) -> str:
+    """Of the TOSA tensors that descend from a layer with its type and shape (a layer's output, the
+    rescale that follows, a consumer's input rescale to another scale), the one whose values are
+    closest to the quantized model's activation: the activation itself. A wrong layer is still
+    found: every candidate is then far off, and the closest is compared."""
+    reference = activation.to(torch.int64)
+
+    def distance(name: str) -> int:
+        value = in_pytorch_layout(values[name], tuple(activation.shape), tensors[name].get("order"), activation)
+        return int((value.to(torch.int64) - reference).abs().max()) if value is not None and value.numel() else 0
+
+    return min(reversed(candidates), key=distance)  # on a tie, the last (after rescale, reshape)
+
+
 def _same_dtype(array: np.ndarray, activation: torch.Tensor) -> bool:
     """Whether the TOSA tensor holds the activation's integer type: an int8 activation is the
     int8 output of the layer's final RESCALE, not an int32 accumulator before it (an ADD of two
@@ -263,24 +281,41 @@ def _same_dtype(array: np.ndarray, activation: torch.Tensor) -> bool:
     return array.dtype == torch.empty(0, dtype=activation.dtype).numpy().dtype
 
 
-def in_pytorch_layout(array: np.ndarray, shape: tuple, order: list[int] | None) -> torch.Tensor | None:
+def in_pytorch_layout(
+    array: np.ndarray, shape: tuple, order: list[int] | None, reference: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """The TOSA tensor in PyTorch's layout, if it is the activation of that shape: undone by the
     dimension order the lowering recorded (TOSA tensor = PyTorch tensor.permute(order)), or the
     same values with size-1 dimensions added (a linear layer run as a 1x1 convolution holds its
-    (N, C) output as (N, 1, 1, C)). Without a recorded order (a lowering before it was recorded)
-    the shape decides, which is ambiguous when C == H == W."""
-    if order is not None and len(order) == array.ndim:
-        inverse = [order.index(i) for i in range(len(order))]
-        logical = array.transpose(inverse)
+    (N, C) output as (N, 1, 1, C)). Where the lowering scrambled the layout (a reshape of a
+    transposed tensor: the order is None), the shape cannot decide (it is ambiguous whenever two
+    dimensions are equal): each reading of the array as the activation's shape is tried, and the
+    one closest to the quantized model's own value (`reference`) is taken; without a reference,
+    only an unambiguous reading."""
+    if order is not None:
+        if len(order) != array.ndim:
+            return None
+        logical = array.transpose([order.index(i) for i in range(len(order))])
         if tuple(logical.shape) == shape:
             return torch.from_numpy(np.ascontiguousarray(logical))
-    elif tuple(array.shape) == shape:
-        return torch.from_numpy(np.ascontiguousarray(array))
-    elif len(shape) == 4 and tuple(array.shape) == (shape[0], shape[2], shape[3], shape[1]):
-        return torch.from_numpy(np.ascontiguousarray(array.transpose(0, 3, 1, 2)))
-    if [d for d in array.shape if d != 1] == [d for d in shape if d != 1]:
-        return torch.from_numpy(np.ascontiguousarray(array.reshape(shape)))
-    return None
+        if [d for d in logical.shape if d != 1] == [d for d in shape if d != 1]:
+            return torch.from_numpy(np.ascontiguousarray(logical.reshape(shape)))
+        return None
+    readings = [
+        array.transpose(p)
+        for p in itertools.permutations(range(array.ndim))
+        if tuple(array.shape[i] for i in p) == shape
+    ]
+    if not readings and [d for d in array.shape if d != 1] == [d for d in shape if d != 1]:
+        readings = [array.reshape(shape)]
+    if not readings:
+        return None
+    if len(readings) > 1:
+        if reference is None:
+            return None
+        target = reference.to(torch.int64).numpy()
+        readings.sort(key=lambda r: int(np.abs(r.astype(np.int64) - target).max()))
+    return torch.from_numpy(np.ascontiguousarray(readings[0]))
 
 
 # ---- step 3: plain and teacher-forced runs -------------------------------------------------------
@@ -334,7 +369,9 @@ def locate(
     if not pairs:
         return Location(problem="no activation of the quantized model could be paired with a TOSA tensor")
     npu = {
-        name: in_pytorch_layout(tosa_values[p][t], tuple(plain.values[name].shape), tensor_sources[p][t].get("order"))
+        name: in_pytorch_layout(
+            tosa_values[p][t], tuple(plain.values[name].shape), tensor_sources[p][t].get("order"), plain.values[name]
+        )
         for name, (p, t) in pairs.items()
     }
     order = {n: i for i, n in enumerate(quant_module.graph.nodes)}

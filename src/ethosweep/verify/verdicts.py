@@ -163,8 +163,12 @@ def lowering_check(
     broken = next((layer for layer in layers if layer["own_steps"] > tolerance(layer)), None)
     within = max_steps <= allowed
     off = f"the output is {max_steps:g} steps off" + (f" (within {allowed:g})" if within else f" (> {allowed:g})")
-    # A layer beyond its tolerance given the NPU's own inputs is a lowering problem even when the
-    # output hides it (a softmax or a ReLU can squash a wrong layer's difference).
+    # An output within its tolerance is ok, as in ExecuTorch's own tests, whatever a layer shows:
+    # pairing a transformer's reshaped, transposed tensors is not certain enough to overrule it.
+    if within:
+        return Check(
+            "lowering", "ok", f"NPU within {max_steps:g} output step(s) of the quantized model on {samples} samples"
+        )
     if broken is not None and not broken.get("unpaired_inputs"):
         # the layers before it (in graph order) in its partition: what it was given
         before = [layer for layer in layers[: layers.index(broken)] if layer["partition"] == broken["partition"]]
@@ -176,10 +180,6 @@ def lowering_check(
             f"{broken['own_steps']} steps off given the same inputs (> {tolerance(broken):g}{_width(broken)}; "
             f"the layers before it within {inputs}); {off}; {counted}" + _int16_hint(broken, tolerance(broken)),
             layer=broken["layer"],
-        )
-    if within:
-        return Check(
-            "lowering", "ok", f"NPU within {max_steps:g} output step(s) of the quantized model on {samples} samples"
         )
     if not located:
         why = (location or {}).get("problem") or "no layer-by-layer comparison"
