@@ -184,22 +184,28 @@ def pair_activations(
     for node in quant_graph.nodes:
         if not is_quantize(node) or node.name not in plain:
             continue
-        names = {n.name for n in layer_sources(node)}
-        if not names:  # the model's input, quantized on the CPU
+        sources = layer_sources(node)
+        if not sources:  # the model's input, quantized on the CPU
             continue
+        if is_exact(_layer_ops(node)):
+            # a reshape or transpose moves its input's values, and is recomputed from them: paired,
+            # its TOSA tensor (often flattened from a transposed one) could only be misread
+            continue
+        names = {n.name for n in sources}
         shape = tuple(plain[node.name].shape)
-        for partition, tensors in enumerate(tensor_sources):
-            candidates = [
-                t
-                for t, recorded in tensors.items()
-                if names & set(recorded["sources"])
-                and t in tosa_values[partition]
-                and _same_dtype(tosa_values[partition][t], plain[node.name])
-                and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order"), plain[node.name])
-                is not None
-            ]
-            if candidates:
-                pairs[node.name] = (partition, closest(candidates, tensors, tosa_values[partition], plain[node.name]))
+        # over every partition: node names can recur in another partition's provenance (a bias
+        # add, a residual add), and the tensor that holds this activation is the closest to it
+        candidates = [
+            (partition, t)
+            for partition, tensors in enumerate(tensor_sources)
+            for t, recorded in tensors.items()
+            if names & set(recorded["sources"])
+            and t in tosa_values[partition]
+            and _same_dtype(tosa_values[partition][t], plain[node.name])
+            and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order"), plain[node.name]) is not None
+        ]
+        if candidates:
+            pairs[node.name] = closest(candidates, tensor_sources, tosa_values, plain[node.name])
     pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs)
     return pairs
 
@@ -216,7 +222,11 @@ def pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs: dict
     for node in quant_graph.nodes:
         if not is_quantize(node) or node.name in pairs or node.name not in plain or not layer_sources(node):
             continue
-        inputs = activation_inputs(node)
+        if is_exact(_layer_ops(node)):
+            continue  # recomputed from its input (pair_activations)
+        inputs, moved = activation_inputs(node), 0
+        while len(inputs) == 1 and inputs[0].name not in pairs and is_exact(_layer_ops(inputs[0])):
+            inputs, moved = activation_inputs(inputs[0]), moved + 1  # through a reshape to what it moves
         if len(inputs) != 1 or inputs[0].name not in pairs:
             continue
         partition, start = pairs[inputs[0].name]
@@ -226,7 +236,7 @@ def pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs: dict
             for source in recorded.get("inputs", []):
                 consumers.setdefault(source, []).append(name)
         frontier, shape = [start], tuple(plain[node.name].shape)
-        for _ in range(hops):
+        for _ in range(hops + moved):
             frontier = [c for t in frontier for c in consumers.get(t, [])]
             found = [
                 t
@@ -238,9 +248,9 @@ def pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs: dict
                 is not None
             ]
             if found:
-                best = closest(found, tensors, tosa_values[partition], plain[node.name])
-                pairs[node.name] = (partition, best)
-                taken.add((partition, best))
+                found = [(partition, t) for t in found]
+                pairs[node.name] = closest(found, tensor_sources, tosa_values, plain[node.name])
+                taken.add(pairs[node.name])
                 break
 
 
@@ -260,15 +270,19 @@ def activation_inputs(quantize_node) -> list:
     return found
 
 
-def closest(candidates: list[str], tensors: dict, values: dict, activation: torch.Tensor) -> str:
+def closest(candidates: list[tuple[int, str]], tensor_sources: list, tosa_values: list, activation) -> tuple[int, str]:
     """Of the TOSA tensors that descend from a layer with its type and shape (a layer's output, the
-    rescale that follows, a consumer's input rescale to another scale), the one whose values are
-    closest to the quantized model's activation: the activation itself. A wrong layer is still
-    found: every candidate is then far off, and the closest is compared."""
+    rescale that follows, a consumer's input rescale to another scale, a namesake in another
+    partition), the one whose values are closest to the quantized model's activation: the
+    activation itself. A wrong layer is still found: every candidate is then far off, and the
+    closest is compared."""
     reference = activation.to(torch.int64)
 
-    def distance(name: str) -> int:
-        value = in_pytorch_layout(values[name], tuple(activation.shape), tensors[name].get("order"), activation)
+    def distance(candidate: tuple[int, str]) -> int:
+        p, name = candidate
+        value = in_pytorch_layout(
+            tosa_values[p][name], tuple(activation.shape), tensor_sources[p][name].get("order"), activation
+        )
         return int((value.to(torch.int64) - reference).abs().max()) if value is not None and value.numel() else 0
 
     return min(reversed(candidates), key=distance)  # on a tie, the last (after rescale, reshape)
@@ -385,7 +399,11 @@ def locate(
         if node.name in pairs:
             continue
         layer = described[node.name]
-        if is_exact(layer["ops"]) or (node.name in internal and layer["composite"] in judged):
+        if (
+            is_exact(layer["ops"])
+            or (node.name in internal and layer["composite"] in judged)
+            or fused_into_paired_consumers(node, activations, tensor_sources, tosa_values, pairs)
+        ):
             accounted.add(node.name)
         elif all(op.strip() in cpu_ops for op in layer["ops"].split("+")):
             off_npu.append(layer)
@@ -412,6 +430,25 @@ def locate(
     return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
 
 
+def fused_into_paired_consumers(node, activations: list, tensor_sources: list, tosa_values: list, pairs: dict) -> bool:
+    """Whether the lowering folded this activation into the operators that read it: its operator is
+    in the TOSA (a tensor names it), but only as an int32 accumulator whose RESCALE computes the
+    next operator's output (a decomposed mean's sum, rescaled by the divisor at once), and every
+    activation reading it is paired. Those consumers are judged from the NPU's inputs before it,
+    so its rounding is charged to them: accounted for, not unseen."""
+    names = {n.name for n in layer_sources(node)}
+    named = [
+        tosa_values[p][t]
+        for p, tensors in enumerate(tensor_sources)
+        for t, recorded in tensors.items()
+        if names & set(recorded["sources"]) and t in tosa_values[p]
+    ]
+    if not named or any(value.dtype != np.int32 for value in named):
+        return False  # not in the TOSA, or there in its own type: it should have been paired
+    consumers = [a for a in activations if node in activation_inputs(a)]
+    return bool(consumers) and all(c.name in pairs for c in consumers)
+
+
 def describe(node, order: dict) -> dict:
     """What the report says about an activation: its layer, operators, module, kind, place, operator."""
     sources = sorted(layer_sources(node), key=order.get)
@@ -427,11 +464,18 @@ def describe(node, order: dict) -> dict:
 
 
 # Operators that only move values (no arithmetic, no rounding): an activation they make is the NPU's
-# input activation moved, so when it has no TOSA tensor of its own it hides nothing.
+# input activation moved. It is never paired (recomputed from its input, it cannot differ, and its
+# TOSA tensor, often a flattened transposed one, could only be misread), and hides nothing.
+# (Not cat: its inputs may be requantized to a common scale.)
 EXACT_OPS = frozenset(
-    {"reshape", "view", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "t"}
-    | {"dropout", "clone", "alias", "detach", "contiguous", "_to_copy", "to"}
+    {"reshape", "view", "_unsafe_view", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze"}
+    | {"expand", "t", "dropout", "clone", "alias", "detach", "contiguous", "_to_copy", "to"}
+    | {"unbind", "getitem", "select", "slice", "narrow", "split", "split_with_sizes", "chunk"}
 )
+
+
+def _layer_ops(quantize_node) -> str:
+    return " + ".join(_op_name(n) for n in layer_sources(quantize_node))
 
 
 def is_exact(ops: str) -> bool:
