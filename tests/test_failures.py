@@ -442,6 +442,13 @@ def test_fixing_a_failed_cell_reruns_it_alone_and_the_report_shows_it_ok(sweep_c
     index = (sweep_copy / "results/report/index.html").read_text()
     assert "failed in ethos-u85-256 / Shared_Sram: vela: Vela failed on partition 0: " in index
     assert 'v-failed">failed' in (sweep_copy / "results/report/cells" / f"{cell}.html").read_text()
+    # the operator map says what Vela refused, beside what the partitioner kept on the CPU
+    operators = csv.DictReader(open(sweep_copy / "results/operators.csv"))
+    refused = [r for r in operators if r["where"] == "rejected by Vela"]
+    assert [(r["operator"], r["family"], r["scheme"], r["held_back"]) for r in refused] == [
+        ("a partition (in Vela)", "Ethos-U85", "int8", "add mnist")
+    ]
+    assert refused[0]["reason"].startswith("delegated by the partitioner, then refused by Vela: ")
 
     ini = sweep_copy / "tests/data/broken_vela.ini"
     ini.write_text(ini.read_text().replace("arena_cache_size=-1", "arena_cache_size=2097152"))
@@ -462,3 +469,4 @@ def test_fixing_a_failed_cell_reruns_it_alone_and_the_report_shows_it_ok(sweep_c
     assert "v-failed" not in page and " cycles (" in page
     rows = {r["cell"]: r for r in csv.DictReader(open(sweep_copy / "results/summary.csv"))}
     assert rows[cell]["status"] == "ok"
+    assert "rejected by Vela" not in (sweep_copy / "results/operators.csv").read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from ethosweep.results.operators import format_top, way_round
+from ethosweep.results.operators import format_top, vela_rejection_rows, way_round
 
 
 def read(path) -> list[dict]:
@@ -68,3 +68,33 @@ def test_the_int16_matmul_limit_seen_in_the_attention_preset():
     assert way_round(reason, "u85") == ""
     follower = "Was first node in partition and input aten_slice_copy_tensor_5 had fp dtype."
     assert way_round(follower, "u55").startswith("a consequence: the operator before it stays on the CPU")
+
+
+def test_what_vela_refuses_after_the_partitioner_delegated_it_is_a_row_of_its_own():
+    # the reason the mobile_classifiers preset's a16w8 cells on Ethos-U55/U65 failed with (Vela 5.1.0)
+    reason = (
+        "vela: Vela failed on partition 0: Non-passthrough operation (Conv2D) could not run on NPU "
+        "(reproducer: results/vela/{model}/a16w8/{target}/Shared_Sram/repro/)"
+    )
+    failed = [
+        {"model": m, "quantization": "a16w8", "target": t, "reason": reason.format(model=m, target=t)}
+        for m in ("mobilenet_v2", "mnasnet0_5")
+        for t in ("ethos-u55-128", "ethos-u65-256")
+    ]
+    failed.append({"model": "resnet18", "quantization": "int8", "target": "ethos-u85-256", "reason": "export: boom"})
+    compiled = {(m, q, p) for m in ("mobilenet_v2", "mnasnet0_5") for q, p in (("int8", "u55"), ("a16w8", "u85"))}
+    (row,) = vela_rejection_rows(failed, compiled)  # one row: the export failure is not Vela's
+    assert (row["operator"], row["family"], row["scheme"], row["where"]) == (
+        "Conv2D (in Vela)",
+        "Ethos-U55/U65",
+        "a16w8",
+        "rejected by Vela",
+    )
+    assert (row["models_held_back"], row["held_back"]) == (2, "mnasnet0_5 mobilenet_v2")
+    assert row["reason"] == (
+        "delegated by the partitioner, then refused by Vela: Non-passthrough operation (Conv2D) could not run on NPU"
+    )
+    assert row["way_round"] == "in this sweep these models compile as int8 on Ethos-U55/U65 and as a16w8 on Ethos-U85"
+    # what was not seen to compile is not suggested
+    (row,) = vela_rejection_rows(failed, {("mobilenet_v2", "int8", "u55")})
+    assert row["way_round"] == ""

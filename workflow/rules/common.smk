@@ -466,6 +466,7 @@ def report_after_failure():
             [path for _, path in compiled],
             "results/operators.csv",
             "results/operator_models.csv",
+            failed=[row for row in read_summary_csv(SUMMARY) if row["status"] == "failed"],
         )
         ethosweep_report.write_index(
             summary=SUMMARY,

@@ -8,6 +8,8 @@ ExecuTorch's get_delegation_info with the partitioner's reasons) and each model'
   on the CPU, or both (on the NPU for some models, left on the CPU for others), the partitioner's
   reason in its words, which models it holds back, and, where the reason is a known limit with a
   known way round, that way in one line. Sorted so that what holds most models back comes first.
+  A cell the partitioner delegated and Vela then refused (a run with failed cells) holds its model
+  back too: a row per operator Vela names x family x scheme, "rejected by Vela", in Vela's words.
 - `results/operator_models.csv`, one row per model x family x scheme: its operators on the NPU,
   the share of its multiply-accumulates that run there (Vela's MACs against the MACs left on the
   CPU, counted from the tensors' shapes), and how often its program passes between NPU and CPU.
@@ -199,19 +201,81 @@ def _csv(rows: list[dict], columns: tuple[str, ...]) -> str:
     return buffer.getvalue()
 
 
+# Vela's own refusal of a delegated operator, as the cell's failure reason carries it.
+VELA_REJECTION = re.compile(r"^vela: Vela (?:\S+ )?failed on partition \d+: (?P<message>.*?)(?: \(reproducer: .*)?$")
+VELA_OPERATOR = re.compile(r"operation \((?P<op>[A-Za-z0-9_]+)\)")
+
+
+def vela_rejection_rows(failed: list[dict], compiled: set[tuple]) -> list[dict]:
+    """`failed`: summary rows of failed cells ({model, quantization, target, reason}); `compiled`:
+    the (model, scheme, family) that compiled in this sweep. One row per operator Vela names (or
+    "a partition" when it names none) x family x scheme, with what compiled instead in this sweep."""
+    held: dict[tuple, set] = defaultdict(set)
+    messages: dict[tuple, str] = {}
+    for row in failed:
+        found = VELA_REJECTION.match(row.get("reason", ""))
+        if not found:
+            continue
+        profile = "u85" if row["target"].startswith("ethos-u85") else "u55"
+        named = VELA_OPERATOR.search(found["message"])
+        key = (f"{named['op']} (in Vela)" if named else "a partition (in Vela)", profile, row["quantization"])
+        held[key].add(row["model"])
+        messages.setdefault(key, found["message"])
+    rows = []
+    for (op, profile, quant), models in held.items():
+        rows.append(
+            {
+                "operator": op,
+                "family": FAMILIES.get(profile, profile),
+                "scheme": quant,
+                "where": "rejected by Vela",
+                "models_held_back": len(models),
+                "models_on_npu": 0,
+                "held_back": " ".join(sorted(models)),
+                "reason": f"delegated by the partitioner, then refused by Vela: {messages[(op, profile, quant)]}",
+                "way_round": _compiled_instead(sorted(models), profile, quant, compiled),
+            }
+        )
+    return rows
+
+
+def _compiled_instead(models: list[str], profile: str, quant: str, compiled: set[tuple]) -> str:
+    """What this sweep shows does compile for every one of these models: the other scheme on this
+    NPU family, or this scheme on the other family. Only what was seen, nothing guessed."""
+    ways = []
+    for other in sorted({q for _, q, _ in compiled} - {quant}):
+        if all((m, other, profile) in compiled for m in models):
+            ways.append(f"as {other} on {FAMILIES.get(profile, profile)}")
+    for family in sorted({p for _, _, p in compiled} - {profile}):
+        if all((m, quant, family) in compiled for m in models):
+            ways.append(f"as {quant} on {FAMILIES.get(family, family)}")
+    return f"in this sweep these models compile {' and '.join(ways)}" if ways else ""
+
+
 def write_operator_map(
-    keys: list[dict], delegation: list[str], cells: list[dict], vela_summary: list[str], operators: str, models: str
+    keys: list[dict],
+    delegation: list[str],
+    cells: list[dict],
+    vela_summary: list[str],
+    operators: str,
+    models: str,
+    failed: list[dict] | None = None,
 ) -> None:
     """The stage: `keys` ({model, quant, profile}) and `delegation` (their tables) in order; `cells` and
     `vela_summary` in order (each model's MACs on the NPU: Vela's, the same for every cell of a
-    profile, taken from its first cell that compiled)."""
+    profile, taken from its first cell that compiled); `failed`: the summary rows of failed cells
+    (after a run with failures), whose Vela refusals become rows of their own."""
     entries = [{**key, "delegation": read_json(path)} for key, path in zip(keys, delegation, strict=True)]
     macs: dict[tuple, int] = {}
     for cell, path in zip(cells, vela_summary, strict=True):
         key = (cell["model"], cell["quant"], cell["tosa_profile"])
         if key not in macs:
             macs[key] = int((read_json(path).get("cell") or {}).get("nn_macs") or 0)
-    atomic_write_text(operators, _csv(operator_rows(entries), OPERATOR_COLUMNS))
+    rows = operator_rows(entries)
+    if failed:
+        rows = rows + vela_rejection_rows(failed, set(macs))
+        rows.sort(key=lambda r: (-r["models_held_back"], r["where"] == "NPU", r["operator"], r["family"]))
+    atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
     atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
 
 
