@@ -459,3 +459,20 @@ def test_a_transformer_is_paired_without_its_reshapes_and_its_fused_sums_are_acc
     assert not [layer["ops"] for layer in location["layers"] if is_exact(layer["ops"])]
     assert location["unpaired"] == [], location["unpaired"]
     assert lowering(record)["verdict"] == "ok", lowering(record)
+
+
+def test_int16_convolutions_folded_into_their_residual_add_are_accounted_for(tmp_path):
+    """MLPerf Tiny's ResNet8 with int16 activations: each block's last convolution (and the
+    strided shortcut, whose input the lowering slices) reaches the NPU's add as an INT48
+    accumulator, rescaled straight into it, so it has no int16 tensor of its own (and the reference
+    model cannot return INT48). The add accounts for it; nothing is left unpaired, the model is ok."""
+    model = {
+        "name": "resnet8",
+        "import": "executorch.examples.models.mlperf_tiny:ResNet8",
+        "inputs": [{"shape": [1, 3, 32, 32], "dtype": "float32", "range": [-1, 1]}],
+    }
+    record = pipeline(tmp_path, "", "r8", scheme="a16w8", model=model)
+    location = record["location"]
+    assert location["unpaired"] == [], location["unpaired"]
+    assert {layer["bits"] for layer in location["layers"]} == {16}
+    assert lowering(record)["verdict"] == "ok", lowering(record)

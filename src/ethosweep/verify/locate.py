@@ -402,7 +402,9 @@ def locate(
         if (
             is_exact(layer["ops"])
             or (node.name in internal and layer["composite"] in judged)
-            or fused_into_paired_consumers(node, activations, tensor_sources, tosa_values, pairs)
+            or fused_into_paired_consumers(
+                node, activations, tensor_sources, tosa_values, pairs, plain.values[node.name].numel()
+            )
         ):
             accounted.add(node.name)
         elif all(op.strip() in cpu_ops for op in layer["ops"].split("+")):
@@ -430,10 +432,13 @@ def locate(
     return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
 
 
-def fused_into_paired_consumers(node, activations: list, tensor_sources: list, tosa_values: list, pairs: dict) -> bool:
+def fused_into_paired_consumers(
+    node, activations: list, tensor_sources: list, tosa_values: list, pairs: dict, size: int
+) -> bool:
     """Whether the lowering folded this activation into the operators that read it: its operator is
-    in the TOSA (a tensor names it), but only as an int32 accumulator whose RESCALE computes the
-    next operator's output (a decomposed mean's sum, rescaled by the divisor at once), and every
+    in the TOSA (a tensor names it), but only as an accumulator whose RESCALE computes the next
+    operator's input or output (a decomposed mean's sum, rescaled by the divisor at once; an int16
+    residual convolution's INT48 result, rescaled straight into the add), and every
     activation reading it is paired. Those consumers are judged from the NPU's inputs before it,
     so its rounding is charged to them: accounted for, not unseen."""
     names = {n.name for n in layer_sources(node)}
@@ -443,7 +448,10 @@ def fused_into_paired_consumers(node, activations: list, tensor_sources: list, t
         for t, recorded in tensors.items()
         if names & set(recorded["sources"]) and t in tosa_values[p]
     ]
-    if not named or any(value.dtype != np.int32 for value in named):
+    # an accumulator: int32, or an int16 convolution's INT48, which the reference model cannot
+    # return (it leaves an empty array); a tensor of another size is not it (the SLICE a strided
+    # convolution's lowering makes of its input carries the convolution's name)
+    if not named or any(value.dtype != np.int32 and value.size == size for value in named):
         return False  # not in the TOSA, or there in its own type: it should have been paired
     consumers = [a for a in activations if node in activation_inputs(a)]
     return bool(consumers) and all(c.name in pairs for c in consumers)
