@@ -25,6 +25,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ethosweep.matrix.targets import tosa_profile
 from ethosweep.runtime.io import atomic_write_text, read_json
 
 FAMILIES = {"u55": "Ethos-U55/U65", "u85": "Ethos-U85"}
@@ -165,7 +166,12 @@ def operator_rows(entries: list[dict]) -> list[dict]:
                 "way_round": way_round(reason, profile) if held else "",
             }
         )
-    return sorted(rows, key=lambda r: (-r["models_held_back"], r["where"] == "NPU", r["operator"], r["family"]))
+    return sorted(rows, key=held_back_first)
+
+
+def held_back_first(row: dict) -> tuple:
+    """The map's order: what holds most models back first, what runs on the NPU last."""
+    return (-row["models_held_back"], row["where"] == "NPU", row["operator"], row["family"])
 
 
 def model_rows(entries: list[dict], npu_macs: dict[tuple, int]) -> list[dict]:
@@ -216,7 +222,7 @@ def vela_rejection_rows(failed: list[dict], compiled: set[tuple]) -> list[dict]:
         found = VELA_REJECTION.match(row.get("reason", ""))
         if not found:
             continue
-        profile = "u85" if row["target"].startswith("ethos-u85") else "u55"
+        profile = tosa_profile(row["target"])
         named = VELA_OPERATOR.search(found["message"])
         key = (f"{named['op']} (in Vela)" if named else "a partition (in Vela)", profile, row["quantization"])
         held[key].add(row["model"])
@@ -274,7 +280,7 @@ def write_operator_map(
     rows = operator_rows(entries)
     if failed:
         rows = rows + vela_rejection_rows(failed, set(macs))
-        rows.sort(key=lambda r: (-r["models_held_back"], r["where"] == "NPU", r["operator"], r["family"]))
+        rows.sort(key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
     atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
 
