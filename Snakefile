@@ -40,11 +40,15 @@ rule all:
     default_target: True
 
 
+onstart:
+    forget_end_of_run()
+
+
 onsuccess:
     print_summary_table()
     stop_warm_worker()
 
 
 onerror:
-    summarize_after_failure()
+    say_what_stopped_the_run()
     stop_warm_worker()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, U55_CELL, job_stats, planned_jobs, snakemake, typed
+from conftest import REPO, U55_CELL, job_stats, make_workdir, planned_jobs, snakemake, typed
 from ethosweep.compile.compile_spec import vela_flags
 from ethosweep.runtime.io import read_json
 from ethosweep.vela.compile import compile_partition, vela_error_message
@@ -105,6 +105,45 @@ def test_a_declared_model_file_reruns_that_models_chain_only(sweep_copy):
         "map_operators": 1,  # reads the lowering and Vela's MACs
         "all": 1,
     }
+
+
+BLOCK = """import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+"""
+
+
+def test_a_module_beside_a_model_file_is_its_code(tmp_path):
+    """A model file's own modules import as they would for `python <file>`, and editing one
+    reruns that model's chain (they are inputs of its jobs)."""
+    work = make_workdir(
+        tmp_path,
+        {
+            "models": [{"name": "helped", "file": "mine/net.py"}],
+            "targets": ["ethos-u55-128"],
+            "memory_modes": ["Shared_Sram"],
+        },
+    )
+    (work / "mine").mkdir()
+    (work / "mine" / "blocks.py").write_text(BLOCK)
+    (work / "mine" / "net.py").write_text(
+        "import torch\nfrom blocks import Block\n\nModelUnderTest = Block()\nModelInputs = (torch.randn(1, 8),)\n"
+    )
+    snakemake(work)
+    assert planned_jobs(work) == {}
+    (work / "mine" / "blocks.py").write_text(BLOCK.replace("Linear(8, 4)", "Linear(8, 6)"))
+    jobs = planned_jobs(work)
+    assert (jobs["export_model"], jobs["lower_to_tosa"], jobs["compile_with_vela"]) == (1, 1, 1)
+    snakemake(work)
+    (summary,) = summary_rows(work)
+    assert summary["status"] == "ok" and summary["npu_ops"] != ""
 
 
 def test_another_vela_version_packs_its_output_exactly_as_executorch_does(tiny_sweep, tmp_path):

@@ -9,6 +9,10 @@ and the layer whose cycles moved most.
 
 `ethosweep check-sdk [config.yaml]` says which parts the firmware and FVP stages find (the
 config's `sdk` section, PATH), and how to get the others.
+
+`ethosweep failed [results/summary.csv]` prints the output of each job whose failure a cell
+records, one per line: `uv run snakemake --cores 8 --forcerun $(uv run ethosweep failed)` retries
+them (a recorded failure is otherwise kept until something it depends on changes).
 """
 
 from __future__ import annotations
@@ -143,9 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     cmp_parser.add_argument("b", nargs="?", help="the summary.csv to compare with it")
     sdk_parser = commands.add_parser("check-sdk", help="what the firmware and FVP stages find, and how to get the rest")
     sdk_parser.add_argument("config", nargs="?", default="config/config.yaml", help="the workflow's config")
+    failed_parser = commands.add_parser("failed", help="the outputs of the failed jobs the cells record, to --forcerun")
+    failed_parser.add_argument("summary", nargs="?", default="results/summary.csv", help="the run's summary")
     args = parser.parse_args(argv)
     if args.command == "check-sdk":
         return check_sdk(args.config)
+    if args.command == "failed":
+        print("\n".join(failed_outputs(read_summary_csv(args.summary))))
+        return 0
     if args.b is None:
         print("\n".join(compare_vela_versions(args.a)))
         return 0
@@ -163,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     return 0
+
+
+def failed_outputs(rows: list[dict]) -> list[str]:
+    """The output of each failed job the summary's cells record, once each, in order."""
+    return list(dict.fromkeys(r["failed_output"] for r in rows if r.get("failed_output")))
 
 
 def check_sdk(config_path: str) -> int:

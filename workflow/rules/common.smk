@@ -3,6 +3,7 @@
 # so parsing the workflow (and a no-op run) stays fast.
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,20 +14,22 @@ from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
 from ethosweep.runtime.codeversion import code_version
-from ethosweep.runtime.packages import model_versions, stage_versions
+from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files, schema_error
-from ethosweep.runtime.io import read_json
 from ethosweep.firmware.sdk import format_status as format_sdk_status
 from ethosweep.firmware.sdk import probe as probe_sdk
 
+# This checkout of ethosweep (two folders up from this file). Not workflow.basedir: used as a
+# Snakemake module from a folder of your own, that is your folder (docs/your-own-folder.md).
+ETHOSWEEP_DIR = Path(str(workflow.current_basedir)).resolve().parents[1]
 # Jobs import the ethosweep package. uv installs it into the project's venv; with
 # `--sdm conda` (envs/ethosweep.yaml) it comes from here. Appended, so an
 # environment's own copy wins. (Set, not required: no `envvars:` declaration.)
 os.environ.update(
-    PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(Path(workflow.basedir) / "src")) if p)
+    PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ETHOSWEEP_DIR / "src")) if p)
 )
 # Package versions (provenance, the warm worker's key) looked up once here and inherited by
 # every job running this interpreter, instead of each job reading package metadata again.
@@ -37,10 +40,10 @@ try:
     validate(config, schema="../schemas/config.schema.yaml")
 except WorkflowError:
     # Say it in one line that names the key (Snakemake's own message dumps the schema).
-    schema = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
     raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
 try:
-    SWEEP = build_sweep(config, workflow_dir=workflow.basedir)
+    SWEEP = build_sweep(config, workflow_dir=ETHOSWEEP_DIR)
 except ConfigError as error:
     raise WorkflowError(f"Invalid config: {error}")
 print(SWEEP.describe(), file=sys.stderr)
@@ -141,9 +144,10 @@ def model_params(wildcards):
 
 
 def model_source_file(wildcards):
-    """A model file is an input (editing it reruns the model's chain); import models have none."""
+    """A model file and the modules beside it that it imports are inputs (editing one reruns the
+    model's chain); import models have none."""
     spec = SWEEP.models[wildcards.model]
-    return [spec.file] if spec.file else []
+    return [spec.file, *local_modules(spec.file)] if spec.file else []
 
 
 def model_reads(wildcards):
@@ -273,8 +277,9 @@ VERIFY = f"results/verify/{PROFILE}"
 
 
 def all_outputs():
-    """Every cell's final artifacts, not just the summary: after a failed run the summary
-    exists (written by onerror), and only asking for the failed cells' files reruns them."""
+    """The end of the run (summary, report) and every cell's final artifacts, failed cells'
+    included: a failure recorded in place of an artifact (ethosweep.runtime.outcome) is that
+    cell's outcome, kept until something it depends on changes."""
     bundles = cell_paths(f"results/bundle/{CELL}/model.bpte") if numerics("bundleio") else []
     return [
         SUMMARY,
@@ -360,7 +365,7 @@ def print_summary_table():
     if Path(SUMMARY).exists():
         rows = read_summary_csv(SUMMARY)
         table = ethosweep_summary.format_table(rows)
-        print(f"\n{table}\n\nFull table: {SUMMARY}", file=sys.stderr)
+        print(f"\n{table}\n\nFull table: {SUMMARY}\nReport: results/report/index.html", file=sys.stderr)
     cpu_lines = format_cpu_lines(CPU_SUMMARY) if SWEEP.cpu_cells else ""
     if cpu_lines:
         print(f"\n{cpu_lines}\nFull table: {CPU_SUMMARY}", file=sys.stderr)
@@ -371,120 +376,31 @@ def stop_warm_worker():
     ethosweep_worker.shutdown()
 
 
-# The stages of a cell in order, with their logs: the summary of a failed run
-# names the first stage whose log holds a failure.
-STAGE_LOGS = (
-    ("train", "logs/train/{model}.log"),
-    ("export", "logs/export/{model}.log"),
-    ("quantize", f"logs/quantize/{PROFILE}.log"),
-    ("lower", f"logs/lower/{PROFILE}.log"),
-    ("vela environment", "logs/tools/vela/{vela_version}.log"),
-    ("vela", f"logs/vela/{CELL}.log"),
-    ("verify", f"logs/verify/{PROFILE}.log"),
-)
+# ---- the end of a run ------------------------------------------------------------------------
+
+# The rules that describe the whole run: only they write the summary, the operator map and the
+# report, from every cell's recorded outcome (ethosweep.runtime.outcome).
+END_OF_RUN = ("summarize_sweep", "summarize_cpu", "map_operators", "report_cells", "report_plots", "report_index")
 
 
-def summarize_after_failure():
-    """After a failed run (with --keep-going, after every other cell finished):
-    write results/summary.csv with a row per cell, failed cells naming their cause."""
-    rows = []
-    for cell in SWEEP.cells:
-        fields = {**_cell_fields(cell), "vela_version": cell.vela_version or ""}
-        paths = {
-            "compile_meta": f"{COMPILED}/compile.json".format(**fields),
-            "delegation": f"{LOWERED}/delegation.json".format(**fields),
-            "vela_summary": f"{COMPILED}/summary.json".format(**fields),
-            "pte": f"{COMPILED}/model.pte".format(**fields),
-            "header": f"results/header/{CELL}/model_pte.h".format(**fields),
-            "verify_report": f"{VERIFY}/verify.json".format(**fields),
-        }
-        if all(Path(p).exists() for p in paths.values()):
-            plan = Path(FIRMWARE_PLAN.format(**fields))
-            extra = ethosweep_summary.firmware_columns(read_json(plan), None) if plan.exists() else {}
-            rows.extend({**row, **extra} for row in ethosweep_summary.cell_rows(cell_record(cell), **paths))
-        else:
-            logs = [(stage, pattern.format(**fields)) for stage, pattern in STAGE_LOGS]
-            repro = f"{COMPILED}/repro".format(**fields)
-            rows.extend(ethosweep_summary.failed_rows(cell_record(cell), logs, repro))
-    ethosweep_summary.write_summary(rows, SUMMARY)
-    if SWEEP.cpu_cells:
-        from ethosweep.results import cpu_summary
-
-        cpu_rows = [
-            cpu_summary.row_after_failure(
-                {"model": c.model, "quant": c.quant, "cpu": c.cpu},
-                SDK.cpu_firmware_ready(),
-                cpu_qemu_ready(),
-                SDK.cpu_firmware_line(),
-                SDK.qemu_line(),
-            )
-            for c in SWEEP.cpu_cells
-        ]
-        cpu_summary.write_cpu_summary(cpu_rows, CPU_SUMMARY)
-    print_summary_table()
-    report_after_failure()
+def forget_end_of_run():
+    """At the start of a run that will remake the summary and report: remove the earlier run's
+    now (Snakemake removes a job's old outputs only when the job starts), so that a run stopped
+    by a failure that may not recur leaves none that describes another matrix."""
+    for job in workflow.dag.needrun_jobs():
+        if job.rule.name in END_OF_RUN:
+            for path in map(Path, job.output):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
 
 
-REPORT_PLOTS = ("cycles", "fit", "roofline", "pareto")
-
-
-def report_after_failure():
-    """The report of a run with failed cells, written here because its rules wait for every cell:
-    the cells that compiled as always, each failed cell with its reason, log and reproducer. Its
-    files are the report rules' outputs, so `snakemake --report` finds them, and the next run that
-    compiles a failed cell writes the report again through the rules (its inputs are newer)."""
-    from ethosweep.results import operators as ethosweep_operators
-    from ethosweep.results import report as ethosweep_report
-
-    cells = [cell_record(c) for c in SWEEP.cells]
-    per_layer = cell_paths(f"{COMPILED}/per_layer.csv")
-    boards = {name: board.as_params() for name, board in SWEEP.boards.items()}
-    try:
-        ethosweep_report.write_cell_reports(
-            cells,
-            per_layer,
-            cell_paths(f"{COMPILED}/summary.json"),
-            cell_paths(f"{LOWERED}/delegation.json"),
-            cell_paths(f"{COMPILED}/compile.json"),
-            cell_paths(f"{VERIFY}/verify.json"),
-            folder="results/report/cells",
-            summary=SUMMARY,
-        )
-        plots = {name: f"results/report/{name}.svg" for name in REPORT_PLOTS}
-        ethosweep_report.write_plots(SUMMARY, boards, plots)
-        # the operator map of what was lowered, and the MACs of what Vela compiled
-        lowered = [
-            ({"model": m, "quant": q, "profile": p}, f"results/lower/{m}/{q}/{p}/delegation.json")
-            for m, q, p in SWEEP.quantize_keys()
-        ]
-        lowered = [(key, path) for key, path in lowered if Path(path).exists()]
-        compiled = [(c, path) for c, path in zip(cells, cell_paths(f"{COMPILED}/summary.json")) if Path(path).exists()]
-        ethosweep_operators.write_operator_map(
-            [key for key, _ in lowered],
-            [path for _, path in lowered],
-            [c for c, _ in compiled],
-            [path for _, path in compiled],
-            "results/operators.csv",
-            "results/operator_models.csv",
-            failed=[row for row in read_summary_csv(SUMMARY) if row["status"] == "failed"],
-        )
-        ethosweep_report.write_index(
-            summary=SUMMARY,
-            plots=plots,
-            cells=cells,
-            cell_pages="results/report/cells",
-            sweep_text=SWEEP.describe().removeprefix("ethosweep: "),
-            index="results/report/index.html",
-            cpu_summary=CPU_SUMMARY if SWEEP.cpu_cells else None,
-            boards=boards,
-            budget_ms=report_setting("latency_budget_ms", None),
-            board_budgets=report_setting("board_latency_budget_ms", {}),
-            per_layer=dict(zip([c["id"] for c in cells], per_layer)) if len(SWEEP.vela_versions()) > 1 else None,
-            operators="results/operators.csv",
-            operator_models="results/operator_models.csv",
-            opens_on=report_setting("opens_on", "pick"),
-        )
-    except Exception as error:  # the summary is written; a report that cannot be must not hide the failure
-        print(f"ethosweep: the report could not be written after the failure: {error}", file=sys.stderr)
-        return
-    print("Report, with the failed cells and why: results/report/index.html", file=sys.stderr)
+def say_what_stopped_the_run():
+    """A job failed for a reason that may not recur (recorded failures do not stop a run)."""
+    print(
+        "\nethosweep: the run stopped before its summary and report: a job above FAILED for a reason that "
+        "may not recur (memory, a time limit, an interruption, a crash of the job's own process). "
+        "Run the same command again to retry it; every finished job is kept.",
+        file=sys.stderr,
+    )

@@ -3,6 +3,7 @@ from ethosweep.runtime.jobs import run_stage
 run_stage(
     snakemake,
     "ethosweep.compile.lower:lower_to_tosa",
+    directories=[snakemake.output.tosa],
     quantized=snakemake.input.quantized,
     profile=snakemake.wildcards.tosa_profile,
     template=snakemake.output.template,

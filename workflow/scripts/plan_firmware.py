@@ -3,6 +3,8 @@ from ethosweep.runtime.jobs import run_stage
 run_stage(
     snakemake,
     "ethosweep.firmware.executor_runner:plan_runner",
+    # reads every cell's outcome, failed ones included (ethosweep.runtime.outcome)
+    aggregate=True,
     target=snakemake.wildcards.target,
     system_config=snakemake.wildcards.system_config,
     memory_mode=snakemake.wildcards.memory_mode,

@@ -3,6 +3,8 @@ from ethosweep.runtime.jobs import run_stage
 run_stage(
     snakemake,
     "ethosweep.results.report:write_index",
+    # reads every cell's outcome, failed ones included (ethosweep.runtime.outcome)
+    aggregate=True,
     summary=snakemake.input.summary,
     plots={name: snakemake.input[name] for name in ("cycles", "fit", "roofline", "pareto")},
     cells=snakemake.params.cells,

@@ -3,6 +3,8 @@ from ethosweep.runtime.jobs import run_stage
 run_stage(
     snakemake,
     "ethosweep.results.summary:summarize",
+    # reads every cell's outcome, failed ones included (ethosweep.runtime.outcome)
+    aggregate=True,
     cells=snakemake.params.cells,
     compile_meta=list(snakemake.input.compile_meta),
     delegation=list(snakemake.input.delegation),

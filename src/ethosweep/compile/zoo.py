@@ -83,6 +83,9 @@ def _load_file(spec: ModelSpec, path: Path) -> tuple[Any, tuple]:
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module  # dataclasses and pickling look modules up here
+    # modules beside the file import as they would for `python <file>` (they are inputs of its
+    # jobs too: ethosweep.runtime.packages.local_modules)
+    sys.path.insert(0, str(path.resolve().parent))
     try:
         module_spec.loader.exec_module(module)
     except SyntaxError as error:

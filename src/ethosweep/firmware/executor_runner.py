@@ -22,6 +22,7 @@ from pathlib import Path
 from ethosweep.matrix.targets import CPU_BY_FAMILY, FVP_BY_FAMILY, family
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_text, read_json, write_json
+from ethosweep.runtime.outcome import failure_of
 
 KIB = 1024
 # The method allocator also holds the program's metadata, tensors' and values' descriptors and
@@ -230,6 +231,8 @@ def plan_runner(
     sdk = read_json(sdk)  # the check_sdk job's findings
     needs = []
     for cell, pte_path, meta_path, inputs_path in zip(cells, pte, compile_meta, inputs, strict=True):
+        if failure_of(meta_path) is not None:  # a failed cell: nothing of it goes on the board
+            continue
         lowered = read_json(meta_path)
         needs.append(
             {

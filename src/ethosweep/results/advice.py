@@ -114,6 +114,7 @@ def numerics(verified: dict | None) -> list[Advice]:
         "flagged": "The numerics are flagged",
         "inconclusive": "The numerics are inconclusive",
         "ok": "The numerics are ok, with a note",
+        "unverified": "The numerics are not verified",
     }
     detail = verified["reason"][:1].upper() + verified["reason"][1:] + "."
     return [Advice(titles[verified["verdict"]], detail), *numerics_accuracy_cost(verified)]

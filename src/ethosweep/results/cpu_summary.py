@@ -11,6 +11,7 @@ import csv
 from pathlib import Path
 
 from ethosweep.runtime.io import read_json
+from ethosweep.runtime.outcome import describe, failure_of, first_failure
 from ethosweep.runtime.provenance import VERSION_COLUMNS, version_columns
 
 COLUMNS = (
@@ -43,7 +44,11 @@ def cpu_row(
     cell: dict, lower_meta: str, firmware: str | None, qemu: str | None, firmware_state: str, qemu_state: str
 ) -> dict:
     """One CPU-only cell. `firmware`/`qemu`: the job outputs, or None where the stage cannot run
-    here, with `*_state` saying why ("not configured: ...")."""
+    here, with `*_state` saying why ("not configured: ..."). A failed stage's record
+    (ethosweep.runtime.outcome) in place of an output makes the cell failed, naming it."""
+    failed = failure_of(lower_meta)
+    if failed is not None:
+        return {**{c: "" for c in COLUMNS}, **cell, "status": "failed", "reason": describe(failed)}
     lower = read_json(lower_meta)
     versions = lower.get("versions", {})
     row = {
@@ -60,12 +65,17 @@ def cpu_row(
     }
     row.update(_firmware_columns(firmware, firmware_state))
     row.update(_qemu_columns(qemu, qemu_state if firmware else "not run: no runner ELF"))
+    later = first_failure(p for p in (firmware, qemu) if p)
+    if later is not None:
+        row.update(status="failed", reason=describe(later))
     return {column: row.get(column, "") for column in COLUMNS}
 
 
 def _firmware_columns(firmware: str | None, state: str) -> dict:
     if firmware is None:
         return {"firmware": state}
+    if (failed := failure_of(firmware)) is not None:
+        return {"firmware": f"failed: {describe(failed)}"}
     record = read_json(firmware)
     return {
         "firmware": f"built for {record['board']}: {record['elf_bytes']} B ELF",
@@ -79,6 +89,8 @@ def _firmware_columns(firmware: str | None, state: str) -> dict:
 def _qemu_columns(qemu: str | None, state: str) -> dict:
     if qemu is None:
         return {"qemu_run": state}
+    if (failed := failure_of(qemu)) is not None:
+        return {"qemu_run": f"failed: {describe(failed)}"}
     record = read_json(qemu)
     comparison = record["comparison"]
     return {
@@ -87,56 +99,6 @@ def _qemu_columns(qemu: str | None, state: str) -> dict:
         "qemu_top1": "same" if comparison.get("same_top1") else "differs",
         "method_allocator_used_kib": round(record["method_allocator"]["used"] / 1024, 1),
     }
-
-
-def cell_paths(cell: dict) -> dict[str, Path]:
-    """Where a CPU-only cell's stage outputs and logs are (workflow/rules/cpu.smk)."""
-    key = f"{cell['model']}/{cell['quant']}/{cell['cpu']}"
-    return {
-        "lower": Path(f"results/cpu/{key}/lower.json"),
-        "firmware": Path(f"results/cpu/{key}/firmware.json"),
-        "qemu": Path(f"results/cpu/{key}/qemu.json"),
-        "export_log": Path(f"logs/export/{cell['model']}.log"),
-        "lower_log": Path(f"logs/cpu/{key}/lower.log"),
-        "firmware_log": Path(f"logs/cpu/{key}/firmware.log"),
-        "qemu_log": Path(f"logs/cpu/{key}/qemu.log"),
-    }
-
-
-def row_after_failure(
-    cell: dict, firmware_expected: bool, qemu_expected: bool, firmware_state: str, qemu_state: str
-) -> dict:
-    """A CPU-only cell's row after a run with failures: what completed, and the first failure's reason."""
-    from ethosweep.runtime.errors import failure_reason
-
-    paths = cell_paths(cell)
-    if not paths["lower"].exists():
-        reasons = [
-            f"{stage}: {reason}"
-            for stage in ("export", "lower")
-            if (reason := failure_reason(paths[f"{stage}_log"])) is not None
-        ]
-        status, reason = (
-            ("failed", reasons[0]) if reasons else ("not run", "an earlier stage failed or the run was interrupted")
-        )
-        return {**{c: "" for c in COLUMNS}, **cell, "status": status, "reason": reason}
-    failures = {stage: failure_reason(paths[f"{stage}_log"]) for stage in ("firmware", "qemu")}
-    if firmware_expected and not paths["firmware"].exists():
-        firmware_state = f"failed: {failures['firmware']}" if failures["firmware"] else "not run (interrupted)"
-    if qemu_expected and not paths["qemu"].exists():
-        qemu_state = f"failed: {failures['qemu']}" if failures["qemu"] else "not run (interrupted)"
-    row = cpu_row(
-        cell,
-        str(paths["lower"]),
-        str(paths["firmware"]) if paths["firmware"].exists() else None,
-        str(paths["qemu"]) if paths["qemu"].exists() else None,
-        firmware_state,
-        qemu_state,
-    )
-    failed = [f"{stage}: {reason}" for stage, reason in failures.items() if reason]
-    if failed:
-        row.update(status="failed", reason=failed[0])
-    return row
 
 
 def write_cpu_summary(rows: list[dict], path: str) -> None:

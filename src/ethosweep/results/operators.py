@@ -8,7 +8,7 @@ ExecuTorch's get_delegation_info with the partitioner's reasons) and each model'
   on the CPU, or both (on the NPU for some models, left on the CPU for others), the partitioner's
   reason in its words, which models it holds back, and, where the reason is a known limit with a
   known way round, that way in one line. Sorted so that what holds most models back comes first.
-  A cell the partitioner delegated and Vela then refused (a run with failed cells) holds its model
+  A cell the partitioner delegated and Vela then refused (its failure record) holds its model
   back too: a row per operator Vela names x family x scheme, "rejected by Vela", in Vela's words.
 - `results/operator_models.csv`, one row per model x family x scheme: its operators on the NPU,
   the share of its multiply-accumulates that run there (Vela's MACs against the MACs left on the
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ethosweep.matrix.targets import tosa_profile
 from ethosweep.runtime.io import atomic_write_text, read_json
+from ethosweep.runtime.outcome import describe, failure_of
 
 FAMILIES = {"u55": "Ethos-U55/U65", "u85": "Ethos-U85"}
 # Operators that do no compute: the int8 <-> float boundary, tuple unpacking, layout copies.
@@ -265,22 +266,34 @@ def write_operator_map(
     vela_summary: list[str],
     operators: str,
     models: str,
-    failed: list[dict] | None = None,
 ) -> None:
     """The stage: `keys` ({model, quant, profile}) and `delegation` (their tables) in order; `cells` and
     `vela_summary` in order (each model's MACs on the NPU: Vela's, the same for every cell of a
-    profile, taken from its first cell that compiled); `failed`: the summary rows of failed cells
-    (after a run with failures), whose Vela refusals become rows of their own."""
-    entries = [{**key, "delegation": read_json(path)} for key, path in zip(keys, delegation, strict=True)]
+    profile, taken from its first cell that compiled). A lowering that failed has no table; a
+    cell whose Vela run failed carries its record (ethosweep.runtime.outcome), and Vela's
+    refusals become rows of their own."""
+    entries = [
+        {**key, "delegation": read_json(path)}
+        for key, path in zip(keys, delegation, strict=True)
+        if failure_of(path) is None
+    ]
     macs: dict[tuple, int] = {}
+    failed = []
     for cell, path in zip(cells, vela_summary, strict=True):
+        record = failure_of(path)
+        if record is not None:
+            reason = describe(record)
+            failed.append(
+                {"model": cell["model"], "quantization": cell["quant"], "target": cell["target"], "reason": reason}
+            )
+            continue
         key = (cell["model"], cell["quant"], cell["tosa_profile"])
         if key not in macs:
             macs[key] = int((read_json(path).get("cell") or {}).get("nn_macs") or 0)
     rows = operator_rows(entries)
-    if failed:
-        rows = rows + vela_rejection_rows(failed, set(macs))
-        rows.sort(key=held_back_first)
+    refused = vela_rejection_rows(failed, set(macs))
+    if refused:
+        rows = sorted(rows + refused, key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
     atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
 

@@ -26,6 +26,7 @@ from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results import advice as adv
 from ethosweep.results.table import cell_id, firmware_footer, number, primary_rows, read_summary_csv, unique_cells
 from ethosweep.runtime.io import atomic_write_text, read_json
+from ethosweep.runtime.outcome import describe, failure_of
 from ethosweep.runtime.provenance import tool_versions
 
 PLOTS = ("cycles", "fit", "roofline", "pareto")
@@ -327,7 +328,8 @@ def cell_detail(
     with open(per_layer, newline="") as f:
         layers = list(csv.DictReader(f))
     figures = read_json(vela_summary)["cell"]
-    table, lowered, verified = read_json(delegation), read_json(compile_meta), read_json(verify_report)
+    table, lowered = read_json(delegation), read_json(compile_meta)
+    verified = _verified(verify_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [
         {
@@ -379,18 +381,25 @@ def cell_detail(
     }
 
 
+def _verified(verify_report: str) -> dict:
+    """The verify stage's record, or for a verification that failed (the cell compiled) its failure."""
+    failed = failure_of(verify_report)
+    if failed is None:
+        return read_json(verify_report)
+    return {"verdict": "unverified", "reason": f"verification failed: {describe(failed)}", "metrics": {}, "layer": ""}
+
+
 def _title(cell: dict) -> str:
     title = f"{cell['model']} · {cell['quant']} · {cell['target']} · {cell['system_config']} · {cell['memory_mode']}"
     return title + (f" · Vela {cell['vela_version']}" if "@vela-" in cell_id(cell) else "")
 
 
 def render_failed_cell(cell: dict, row: dict) -> str:
-    """The page of a cell that did not compile: why, where its log is, and how to reproduce it."""
-    status = row.get("status") or "not run"
-    reason = row.get("reason") or "an earlier stage failed or the run was interrupted"
+    """The page of a cell that did not compile: why, where its log is, and how to reproduce it.
+    `row`: its failure record (ethosweep.runtime.outcome)."""
     parts = [
         f'<section class="cell failed" id="{_anchor(cell)}"><h4>{_e(_title(cell))}</h4>',
-        f'<p><span class="verdict v-failed">{_e(status)}</span> {_e(reason)}</p>',
+        f'<p><span class="verdict v-failed">failed</span> {_e(describe(row))}</p>',
     ]
     if row.get("log"):
         parts.append(f"<p>The failing stage's log (traceback, the tool's output): <code>{_e(row['log'])}</code></p>")
@@ -401,8 +410,10 @@ def render_failed_cell(cell: dict, row: dict) -> str:
             "says.</p>"
         )
     parts.append(
-        "<p>Fix the cause and run <code>uv run snakemake --cores 8</code> again: only this cell's failed stage and "
-        "what follows from it run, and this report is written again.</p></section>"
+        "<p>The failure is recorded: a rerun keeps it until something it depends on changes (the model, "
+        "its config, ethosweep's code, the tools' versions). Fix the cause and run <code>uv run snakemake "
+        "--cores 8</code> again: only this cell's failed stage and what follows from it run, and this report "
+        "is written again.</p></section>"
     )
     return "\n".join(parts)
 
@@ -505,24 +516,23 @@ def write_cell_reports(
     compile_meta: list[str],
     verify_report: list[str],
     folder: str,
-    summary: str | None = None,
 ) -> None:
     """Every cell's detail page, `folder`/<cell id>.html (the lists: one path per cell, in order).
 
     One job for all cells: a page takes milliseconds, a job of its own per cell cost more
-    than the cell's Vela run. After a failed run (`summary`: the summary written then) a cell
-    whose outputs are missing gets a page saying why, from its summary row."""
-    rows = {cell_id(r): r for r in read_summary_csv(summary)} if summary else {}
+    than the cell's Vela run. A failed cell's page says why, from the failure record its Vela
+    job carries (ethosweep.runtime.outcome)."""
     modes = defaultdict(dict)  # (model, quant, target, system config, Vela) -> memory mode -> Vela summary
     for cell, path in zip(cells, vela_summary, strict=True):
-        if Path(path).exists():
+        if failure_of(path) is None:
             modes[_configuration(cell)][cell["memory_mode"]] = path
     for cell, *paths in zip(cells, per_layer, vela_summary, delegation, compile_meta, verify_report, strict=True):
-        if all(Path(p).exists() for p in paths):
+        failed = failure_of(paths[3])
+        if failed is None:
             siblings = {m: path for m, path in modes[_configuration(cell)].items() if m != cell["memory_mode"]}
             page = render_cell(cell_detail(cell, *paths, siblings))
         else:
-            page = render_failed_cell(cell, rows.get(cell_id(cell), {}))
+            page = render_failed_cell(cell, failed)
         atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", page)
 
 

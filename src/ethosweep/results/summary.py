@@ -11,12 +11,11 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Iterable
 
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results.table import KEY_COLUMNS, cell_id, firmware_footer, number
-from ethosweep.runtime.errors import failure_reason
 from ethosweep.runtime.io import atomic_write_text, read_json
+from ethosweep.runtime.outcome import describe, failure_of
 from ethosweep.runtime.provenance import VERSION_COLUMNS, tool_versions, version_columns
 
 # The verify stage's figures, as the summary carries them.
@@ -80,6 +79,8 @@ COLUMNS = KEY_COLUMNS + [
     "cell",
     "log",
     "reproducer",
+    # a failed cell: the output of the job that failed (`--forcerun` it to retry)
+    "failed_output",
     "header",
     "pte",
     "optimise",
@@ -132,8 +133,13 @@ def _parameters(cell: dict) -> dict:
     }
 
 
-def numerics_columns(lowered: dict, verified: dict) -> dict:
-    """The verify stage's figures for this cell, if the TOSA it verified is the cell's own."""
+def numerics_columns(lowered: dict, verify_report: str) -> dict:
+    """The verify stage's figures for this cell, if the TOSA it verified is the cell's own (the
+    cell compiled even where verification failed: its numerics say so)."""
+    failed = failure_of(verify_report)
+    if failed is not None:
+        return {"numerics": "unverified", "numerics_reason": describe(failed)}
+    verified = read_json(verify_report)
     cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
     verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
     if cell_tosa != verified_tosa:
@@ -183,7 +189,7 @@ def cell_row(
         "header": header,
         **_parameters(cell),
         **version_columns(lowered["versions"]),
-        **numerics_columns(lowered, read_json(verify_report)),
+        **numerics_columns(lowered, verify_report),
     }
     if figures:
         row.update(
@@ -229,26 +235,21 @@ def _delegation_reason(table: dict) -> str:
     )
 
 
-def failed_rows(cell: dict, stage_logs: Iterable[tuple[str, str]], repro: str | None = None) -> list[dict]:
-    """The rows of a cell that did not complete (one per board it is on, else one)."""
-    row = failed_row(cell, stage_logs, repro)
+def failed_rows(cell: dict, record: dict) -> list[dict]:
+    """The rows of a cell whose chain stopped (one per board it is on, else one): the failure
+    record its last stage carries (ethosweep.runtime.outcome): the stage, why, its log, and the
+    reproducer a failed Vela run left."""
+    row = {
+        **cell_key(cell),
+        "status": "failed",
+        "reason": describe(record),
+        "log": record.get("log", ""),
+        "reproducer": record.get("reproducer", ""),
+        "failed_output": record.get("output", ""),
+        **_parameters(cell),
+        **_versions_now(cell),
+    }
     return [{**row, "board": b["name"]} for b in cell["boards"]] if cell.get("boards") else [row]
-
-
-def failed_row(cell: dict, stage_logs: Iterable[tuple[str, str]], repro: str | None = None) -> dict:
-    """The row of a cell that did not complete: the first stage that failed, why, its log, and the
-    reproducer a failed Vela run left (`repro`, where it exists)."""
-    where = {}
-    for stage, log in stage_logs:
-        reason = failure_reason(log)
-        if reason is not None:
-            status, why, where["log"] = "failed", f"{stage}: {reason}", log
-            break
-    else:
-        status, why = "not run", "an earlier stage failed or the run was interrupted"
-    if repro and Path(repro).is_dir():
-        where["reproducer"] = f"{repro}/"
-    return {**cell_key(cell), "status": status, "reason": why, **where, **_parameters(cell), **_versions_now(cell)}
 
 
 def _versions_now(cell: dict) -> dict:
@@ -342,6 +343,12 @@ def format_table(rows: list[dict]) -> str:
             f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}{vela}: "
             f"{r.get('reason', '')}"
         )
+    if failed:
+        out.append(
+            "  Failures are recorded: a rerun keeps them until what they depend on changes (the model, the "
+            "config, the code, the tools); to retry them anyway: uv run snakemake --cores 8 --forcerun "
+            "$(uv run ethosweep failed)"
+        )
     for r in rows:
         if r.get("fit", "").startswith("does not fit"):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
@@ -379,7 +386,7 @@ def _numerics_cell(row: dict) -> str:
     return f"max {number(steps, 0.0):g} step" if steps not in ("", None) else "ok"
 
 
-def firmware_columns(plan: dict, run: dict | None) -> dict:
+def firmware_columns(plan: dict, run: str | None) -> dict:
     """What the firmware and FVP stages say about a cell: one line each when they could not
     run (what is missing), the runner's pools, and the FVP's simulated numbers when they ran."""
     columns = {
@@ -388,7 +395,11 @@ def firmware_columns(plan: dict, run: dict | None) -> dict:
         "runner_scratch_pool_kib": round(plan["pools"]["scratch_bytes"] / 1024, 1),
         "fvp_run": plan["run"],
     }
-    if run is not None:
+    failed = failure_of(run) if run is not None else None
+    if failed is not None:
+        columns["fvp_run"] = f"failed: {describe(failed)}"
+    elif run is not None:
+        run = read_json(run)
         columns.update(
             {
                 "fvp_run": "ok",
@@ -400,10 +411,14 @@ def firmware_columns(plan: dict, run: dict | None) -> dict:
     return columns
 
 
-def npu_runner_columns(firmware: dict | None, state: str) -> dict:
+def npu_runner_columns(firmware: str | None, state: str) -> dict:
     """ethosweep's own runner with the Ethos-U delegate (Corstone-300 layout): linked, or why not."""
     if firmware is None:
         return {"npu_runner": state}
+    failed = failure_of(firmware)
+    if failed is not None:
+        return {"npu_runner": f"failed: {describe(failed)}"}
+    firmware = read_json(firmware)
     return {
         "npu_runner": f"linked for Corstone-300 ({firmware['elf_bytes']} B ELF, {firmware['fit']['line']}); "
         f"{firmware['run']}",
@@ -434,13 +449,18 @@ def summarize(
     for cell, plan, state, *paths in zip(
         cells, plans, states, compile_meta, delegation, vela_summary, pte, header, verify_report, strict=True
     ):
+        # the cell's Vela job carries the failure of any stage before it, or its own
+        record = failure_of(paths[0])
+        if record is not None:
+            rows += failed_rows(cell, record)
+            continue
         extra = {}
         if plan is not None:
             run = fvp_run.get(cell_id(cell))
-            extra = firmware_columns(read_json(plan), read_json(run) if run else None)
+            extra = firmware_columns(read_json(plan), run)
         if state is not None:
             linked = (npu_runner or {}).get(cell_id(cell))
-            extra.update(npu_runner_columns(read_json(linked) if linked else None, state))
+            extra.update(npu_runner_columns(linked, state))
         rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
     write_summary(rows, summary)
     return rows

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ethosweep.runtime.errors import FAILURE_PREFIX, StageError
+from ethosweep.runtime.errors import FAILURE_PREFIX, StageError, is_recorded
 from ethosweep.runtime.provenance import tool_versions
 from ethosweep.runtime.supervise import Limits, run_supervised
 
@@ -29,7 +29,8 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 
 def execute(request: dict[str, Any]) -> dict[str, Any]:
-    """Run a request's stage in a supervised child, its output in the job's log. Returns {"ok", "reason"}."""
+    """Run a request's stage in a supervised child, its output in the job's log. Returns {"ok",
+    "reason", "recorded" (a failure of the job's inputs: ethosweep.runtime.outcome), "reproducer"}."""
     log_path = Path(request["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
@@ -46,7 +47,13 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
             )
         else:
             print(f"{FAILURE_PREFIX}{outcome['reason']}", flush=True)
-    return {"ok": outcome["ok"], "reason": outcome["reason"]}
+    # a process that died (signal, wall-clock limit) reported nothing: never recorded, retried
+    return {
+        "ok": outcome["ok"],
+        "reason": outcome["reason"],
+        "recorded": bool(outcome.get("recorded")),
+        "reproducer": outcome.get("reproducer"),
+    }
 
 
 def run_here(request: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +66,12 @@ def run_here(request: dict[str, Any]) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - every failure is reported the same way
             if not isinstance(error, StageError):
                 traceback.print_exc()
-            return {"ok": False, "reason": one_line(error)}
+            return {
+                "ok": False,
+                "reason": one_line(error),
+                "recorded": is_recorded(error),
+                "reproducer": getattr(error, "reproducer", None),
+            }
     return {"ok": True, "reason": ""}
 
 

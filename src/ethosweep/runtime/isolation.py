@@ -24,11 +24,13 @@ from ethosweep.runtime.errors import StageError
 
 
 class ToolCrashed(StageError):
-    """The tool's process died from a signal."""
+    """The tool's process died from a signal. A crash on the job's input is recorded like any
+    failure of the tool; SIGKILL is almost always the machine's memory, which may not recur."""
 
     def __init__(self, message: str, signal_name: str):
         super().__init__(message)
         self.signal_name = signal_name
+        self.recorded = signal_name != "SIGKILL"
 
 
 class ToolFailed(StageError):

@@ -7,8 +7,11 @@ in one job: a cell's .pte and its C header are written by one job, because a
 job of its own cost a cell as much as Vela does). This module owns what every
 job needs: its output and Python logging go to the job's log file, and a failure ends in one line on
 the terminal that names the stage, the cell and the cause (with the log's path
-for the traceback), while the job exits non-zero so Snakemake deletes its
-partial outputs and carries on with the other cells (--keep-going).
+for the traceback). Then either the failure is an outcome of the job's inputs (a broken model, a
+refusal, a tool crashing on its input): it is recorded in place of the job's outputs and the job
+succeeds, so the cell's later stages and the summary carry it (ethosweep.runtime.outcome); or it
+may not recur (memory, time limit, interruption): the job exits non-zero, Snakemake deletes its
+partial outputs, carries on with the other cells (--keep-going) and the next run retries it.
 
 Stages that import torch and ExecuTorch run in a warm worker's fresh fork when
 one is available (see ethosweep.runtime.worker); everything else runs here. Either way the
@@ -21,7 +24,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
+
+from ethosweep.runtime.outcome import describe, failure_record, first_failure, stage_of_log, write_failure
 
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
 # tests/test_layout.py checks that this is exactly the stage modules whose code imports them.
@@ -47,18 +53,32 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/@vela-", "@vela-")
 
 
-def run_stage(smk: Any, ref: str, **kwargs: Any) -> None:
-    """Run library function `ref` for the Snakemake job `smk` with `kwargs`."""
-    run_stages(smk, (ref, kwargs))
+def run_stage(smk: Any, ref: str, *, directories: Sequence[str] = (), aggregate: bool = False, **kwargs: Any) -> None:
+    """Run library function `ref` for the Snakemake job `smk` with `kwargs` (see run_stages)."""
+    run_stages(smk, (ref, kwargs), directories=directories, aggregate=aggregate)
 
 
-def run_stages(smk: Any, *steps: tuple[str, dict[str, Any]]) -> None:
+def run_stages(
+    smk: Any, *steps: tuple[str, dict[str, Any]], directories: Sequence[str] = (), aggregate: bool = False
+) -> None:
     """Run each (library function, kwargs) step in order for the Snakemake job `smk`: one log,
-    one supervised process; the first failing step ends the job."""
+    one supervised process; the first failing step ends the job.
+
+    How the job ends (ethosweep.runtime.outcome): a failure of its inputs is recorded in place of
+    its outputs (`directories`: those of them that are directory outputs) and the job succeeds; any
+    other failure fails the job. A job whose input is a record passes it on without running, unless
+    it is an `aggregate` (summary, report, firmware plan) that reads every cell's outcome itself;
+    an aggregate's own failure is never recorded (the end of a run describes every cell, or fails)."""
+    label = describe_job(smk.rule, dict(smk.wildcards.items()))
+    if not aggregate:
+        upstream = first_failure(_job_inputs(smk))
+        if upstream is not None:
+            _pass_on(smk, upstream, directories, label)
+            return
     request = {
         "steps": [{"ref": ref, "kwargs": kwargs} for ref, kwargs in steps],
         "log": str(smk.log[0]),
-        "label": describe_job(smk.rule, dict(smk.wildcards.items())),
+        "label": label,
         "rule": smk.rule,
         "threads": int(smk.threads),
         # what the supervisor holds the job to, and names when it stops it
@@ -68,9 +88,38 @@ def run_stages(smk: Any, *steps: tuple[str, dict[str, Any]]) -> None:
         "sys_path": list(sys.path),
     }
     outcome = dispatch(request)
-    if not outcome["ok"]:
-        print(f"ethosweep: FAILED {request['label']}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
+    if outcome["ok"]:
+        return
+    print(f"ethosweep: FAILED {label}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
+    if aggregate or not outcome.get("recorded"):
+        # may not recur, or the end of the run itself could not be written: Snakemake deletes
+        # the outputs, and the next run retries the job
         sys.exit(1)
+    record = failure_record(
+        stage_of_log(request["log"], smk.rule),
+        outcome["reason"],
+        request["log"],
+        label,
+        output=str(smk.output[0]),
+        reproducer=outcome.get("reproducer"),
+    )
+    write_failure(record, _files(smk, directories), directories)
+
+
+def _job_inputs(smk: Any) -> list[str]:
+    return [str(path) for path in smk.input]
+
+
+def _files(smk: Any, directories: Sequence[str]) -> list[str]:
+    return [str(path) for path in smk.output if str(path) not in set(map(str, directories))]
+
+
+def _pass_on(smk: Any, record: dict, directories: Sequence[str], label: str) -> None:
+    """An input is a failure record: this job's stage cannot run; its outputs carry the record on."""
+    log = Path(str(smk.log[0]))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"ethosweep: {label}\nethosweep: not run: {describe(record)} (log: {record['log']})\n")
+    write_failure(record, _files(smk, directories), directories)
 
 
 def dispatch(request: dict[str, Any]) -> dict[str, Any]:

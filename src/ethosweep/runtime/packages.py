@@ -13,8 +13,12 @@ kinds of code run without our code importing them, and are added:
   a module-level tuple `ALSO_RUNS` (ExecuTorch's Arm lowering writes TOSA with tosa-tools'
   serializer; its `vela_compile` runs ethos-u-vela). Naming it there, not here, keeps the
   knowledge beside the code that relies on it;
-- a model's own code (`model_packages`): a model file's imports, or the package an `import:`
-  model comes from (torchvision's mobilenet_v2 changes with torchvision).
+- a model's own code (`model_packages`): a model file's imports and those of the modules beside
+  it that it imports (`local_modules`, which are also inputs of its jobs), or the package an
+  `import:` model comes from (torchvision's mobilenet_v2 changes with torchvision).
+
+Each set is closed over the installed distributions' own requirements (their metadata): Vela
+runs numpy and flatbuffers, and upgrading those can change what it computes.
 
 Looked up once per Snakemake process (parse time); torch-free.
 """
@@ -22,10 +26,13 @@ Looked up once per Snakemake process (parse time); torch-free.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 from ethosweep.runtime.codeversion import PACKAGE, closure, module_path
 
@@ -73,14 +80,57 @@ def version(dist: str) -> str:
         return "not installed"
 
 
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@lru_cache(maxsize=None)
+def _installed_name(dist: str) -> str | None:
+    """The installed distribution's own spelling of its name, or None if it is not installed."""
+    try:
+        return metadata.metadata(dist)["Name"]
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=None)
+def _requirements(dist: str) -> tuple[str, ...]:
+    """The installed distributions `dist` requires (its own requirements, no extras: what an
+    extra pulls in is named by the stage that runs it, as ALSO_RUNS)."""
+    found = []
+    for line in metadata.requires(dist) or ():
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = _installed_name(requirement.name)
+        if name is not None:
+            found.append(name)
+    return tuple(found)
+
+
+def dependency_closure(dists: set[str]) -> set[str]:
+    """`dists` and every installed distribution they require, transitively: what they run (a numpy
+    or flatbuffers upgrade changes what Vela computes as surely as a Vela upgrade)."""
+    seen: dict[str, str] = {}
+    todo = [d for d in dists if _installed_name(d) is not None]
+    while todo:
+        dist = todo.pop()
+        if _canonical(dist) in seen:
+            continue
+        seen[_canonical(dist)] = dist
+        todo.extend(_requirements(dist))
+    return set(seen.values()) | dists
+
+
 @lru_cache(maxsize=None)
 def stage_packages(*modules: str) -> tuple[str, ...]:
-    """The distributions the stage modules run: their closures' imports and their ALSO_RUNS."""
+    """The distributions the stage modules run: their closures' imports and their ALSO_RUNS, and
+    everything those require."""
     dists: set[str] = set()
     for name in sorted(set().union(*(closure(m) for m in modules))):
         source = module_path(name).read_text(encoding="utf-8")
         dists |= distributions(imported_top_levels(source)) | declared_tools(source)
-    return tuple(sorted(dists, key=str.lower))
+    return tuple(sorted(dependency_closure(dists), key=str.lower))
 
 
 def stage_versions(*modules: str) -> dict[str, str]:
@@ -88,19 +138,67 @@ def stage_versions(*modules: str) -> dict[str, str]:
     return {dist: version(dist) for dist in stage_packages(*modules)}
 
 
+def _imports_of(file: Path) -> set[str]:
+    """The top-level names a Python file imports (none for a file that does not parse: the export
+    stage reports a broken model file, with its line)."""
+    try:
+        source = file.read_text(encoding="utf-8")
+        return imported_top_levels(source) | _dotted_imports(source)
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return set()
+
+
+def _dotted_imports(source: str) -> set[str]:
+    """Absolute imports in full ('helpers.blocks'), to find a model's modules beside it."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+@lru_cache(maxsize=None)
+def local_modules(file: str) -> tuple[str, ...]:
+    """The modules beside a model file that it imports, transitively (`from blocks import Mixer`
+    finds blocks.py next to it, as Python does for a script): its code as much as the file is.
+    Paths as the file's own are written (relative stays relative)."""
+    root = Path(file).parent
+    found: dict[str, None] = {}
+    todo = [Path(file)]
+    while todo:
+        for name in sorted(_imports_of(todo.pop())):
+            parts = name.split(".")
+            for depth in range(1, len(parts) + 1):
+                base = root.joinpath(*parts[:depth])
+                for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                    if candidate.is_file() and str(candidate) not in found and candidate != Path(file):
+                        found[str(candidate)] = None
+                        todo.append(candidate)
+    return tuple(found)
+
+
 def model_packages(file: str | None = None, import_path: str | None = None) -> tuple[str, ...]:
-    """The distributions a model's own code comes from: what a model file imports, or the
-    package of an `import:` model's module (a missing file gives none: the config check says why)."""
+    """The distributions a model's own code comes from: what a model file and the modules beside it
+    import, or the package of an `import:` model's module (a missing file gives none: the config
+    check says why), with everything they require."""
     if import_path is not None:
         top_levels = {import_path.partition(":")[0].split(".")[0]}
     elif file is not None and Path(file).is_file():
-        try:
-            top_levels = imported_top_levels(Path(file).read_text(encoding="utf-8"))
-        except SyntaxError:  # the export stage reports a broken model file, with its line
-            top_levels = set()
+        top_levels = set().union(*(_imports_of(Path(f)) for f in (file, *local_modules(file))))
+        top_levels = {name.split(".")[0] for name in top_levels} - {name.split(".")[0] for name in _local_names(file)}
     else:
         top_levels = set()
-    return tuple(sorted(distributions(top_levels), key=str.lower))
+    top_levels -= set(sys.stdlib_module_names) | {PACKAGE}
+    return tuple(sorted(dependency_closure(distributions(top_levels)), key=str.lower))
+
+
+def _local_names(file: str) -> set[str]:
+    """The top-level names the model's own modules beside it take."""
+    root = Path(file).parent
+    return {Path(m).relative_to(root).parts[0].removesuffix(".py") for m in local_modules(file)}
 
 
 def model_versions(file: str | None = None, import_path: str | None = None) -> dict[str, str]:

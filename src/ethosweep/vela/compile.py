@@ -443,4 +443,7 @@ def _vela_failure(
     else:
         reason = f"{tool} failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
     folder = write_reproducer(repro, tosa, index, flags, vela, reason, vela_version)
-    return VelaFailure(f"{reason} (reproducer: {folder}/)")
+    failure = VelaFailure(f"{reason} (reproducer: {folder}/)")
+    failure.recorded = error.recorded
+    failure.reproducer = f"{folder}/"
+    return failure
