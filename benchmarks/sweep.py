@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ratio = times["incremental: +1 memory mode"] / times[f"new cells alone ({len(new_cells)} cells, cold)"]
     print(f"+1 memory mode / new cells alone  {ratio:6.2f}   (target <= 1.2)")
-    # one job per cell: its Vela run, its .pte and its C header (README, "What it does")
+    # one job per cell: its Vela run, its .pte and its C header (docs/how-it-works.md)
     job_seconds = sum(job_time(work, "vela", cell) for cell in new_cells)
     print(
         f"+1 memory mode: wall {times['incremental: +1 memory mode']:.1f} s for {job_seconds:.1f} s of the new cells' "
@@ -188,7 +188,7 @@ def write_config(path: Path, config: dict) -> None:
 
 
 def snakemake(workdir: Path, cores: int, via_uv: bool = False) -> None:
-    """`snakemake` on the workflow, as the README runs it (`uv run` checks the environment first)."""
+    """`snakemake` on the workflow, as the docs run it (`uv run` checks the environment first)."""
     launcher = ["uv", "run", "--project", str(REPO), "snakemake"] if via_uv else [sys.executable, "-m", "snakemake"]
     subprocess.run(
         [

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         f"max error {m['max_error_steps']:g} steps"
     )
     print(f"verdict: {record['verdict']}" + (f" ({record['reason']})" if record["reason"] else ""))
-    # the trained digits model is the sweep's reference for an ok verdict (README, Numerics)
+    # the trained digits model is the sweep's reference for an ok verdict (docs/numerics.md)
     return 0 if record["verdict"] == "ok" else 1
 
 

@@ -14,41 +14,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The tiny matrix the workflow tests run for real: the seed MNIST model and the
-# two-input `add` on one U55 and one U85 target, plus DS-CNN on U55, which
-# Ethos-U55 can only partly delegate (its 24x5 average pool stays on the CPU), and
-# the MNIST CNN trained on digits on U55 (numerics on real data), with BundleIO.
-TINY_CONFIG = {
-    "models": [
-        # `reads`: a file the model's code reads (as a model file loading its weights would)
-        {"name": "mnist", "file": "models/mnist.py", "reads": ["tests/data/mnist_reads.txt"]},
-        {
-            "name": "add",
-            "import": "executorch.examples.models.toy_model:AddModule",
-            "inputs": [{"shape": [1]}, {"shape": [1]}],
-        },
-        {
-            "name": "ds_cnn",
-            "import": "executorch.examples.models.mlperf_tiny:DSCNNKWS",
-            "inputs": [{"shape": [1, 1, 49, 10], "range": [-1, 1]}],
-        },
-        {"name": "mnist_digits", "file": "models/mnist.py", "dataset": "digits", "train": {"epochs": 12}},
-    ],
-    "targets": ["ethos-u55-128", "ethos-u85-256"],
-    "memory_modes": ["Shared_Sram"],
-    "exclude": [{"model": "ds_cnn"}, {"model": "mnist_digits"}],
-    "include": [
-        {"model": "ds_cnn", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
-        {"model": "mnist_digits", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"},
-    ],
-    "numerics": {"evaluation_samples": 300, "bundleio": True},
-    # Both boards use the U55 cells above (no new compilation): a fit check on the
-    # Alif E8's memories, and on a test board too small for MNIST.
-    "boards": ["alif-e8", "tiny-board"],
-    "board_files": ["tests/data/tiny_board.yaml"],
-    # CPU-only cells (Cortex-M backend, no NPU) for every model; no SDK here: no firmware
-    "cpu_targets": ["cortex-m55"],
+# The tiny matrix the workflow tests run for real: the workflow's test config (.test/, the
+# Snakemake Workflow Catalog's convention), with its data files and the repository's models.
+TEST_DIR = REPO / ".test"
+# What a user reads: the README, the config's keys and the docs (the tests that name a sentence or
+# a command a user is told to type read them here).
+DOCS = {
+    path.relative_to(REPO).as_posix(): path.read_text()
+    for path in [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 }
+TINY_CONFIG = yaml.safe_load((TEST_DIR / "config" / "config.yaml").read_text())
 
 U55_CELL = "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
 
@@ -63,9 +38,7 @@ def make_workdir(path: Path, config: dict) -> Path:
     (path / "config").mkdir(parents=True, exist_ok=True)
     (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.copytree(REPO / "models", path / "models", dirs_exist_ok=True)
-    (path / "tests" / "data").mkdir(parents=True, exist_ok=True)
-    for name in ("tiny_board.yaml", "mnist_reads.txt"):
-        shutil.copy(REPO / "tests" / "data" / name, path / "tests" / "data")
+    shutil.copytree(TEST_DIR / "data", path / "data", dirs_exist_ok=True)
     for name in CHECKOUT_LINKS:
         if not (path / name).is_symlink():
             (path / name).symlink_to(REPO / name)

@@ -1,4 +1,4 @@
-"""Every command the README or a message tells a user to type works exactly as written.
+"""Every command the README, the docs or a message tell a user to type works exactly as written.
 
 Each command runs as typed (a shell, `uv run`) in a working directory that looks like a
 checkout (conftest.make_workdir links the Snakefile, workflow/ and profiles/), without
@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO, job_stats, make_workdir, snakemake, typed
+from conftest import DOCS, REPO, job_stats, make_workdir, snakemake, typed
 
 README = (REPO / "README.md").read_text()
+# The README's two commands: set up and sweep, then the tests.
+SWEEP_LINE = "python3 -m pip install uv && python3 -m uv run snakemake --cores 8"
+TEST_LINE = "python3 -m uv run pytest"
 
-# Commands of the README run by a test, and where.
+# Commands of the docs run by a test, and where.
 TESTED = {
-    "uv run snakemake --cores 8": "test_commands.py",
-    "uv run pytest": ".ci/run (this very suite)",
+    "python3 -m uv run snakemake --cores 8": "test_commands.py",
+    "python3 -m uv run pytest": ".ci/run (this very suite)",
     "uv run snakemake --report report.zip": "test_report.py::test_snakemakes_own_report_builds",
     "uv run ethosweep compare A/summary.csv B/summary.csv": "test_commands.py",
     "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
@@ -29,6 +34,8 @@ TESTED = {
     "uv run ethosweep check-sdk": "test_commands.py",
     "uv run --with ethos-u-vela==5.2.0 snakemake -n": "test_toolchain.py (the Vela upgrade)",
     "uv run ethosweep compare results/summary.csv": "test_toolchain.py (Vela versions side by side)",
+    "uv run snakemake --cores 8 --forcerun $(uv run ethosweep failed)": "test_end_of_run.py (retrying failures)",
+    "uv run --project ../ethosweep snakemake --snakefile ../ethosweep/Snakefile --cores 8": "test_own_folder.py",
     # planned as written (a preset's full run takes an hour); its smoke subset runs in test_benchmarks.py
     "uv run snakemake --cores 8 --configfile config/zoos/mobile_classifiers.yaml": "test_commands.py (plan)",
     "uv run snakemake --cores 8 --configfile config/zoos/attention.yaml": "test_commands.py (plan)",
@@ -37,30 +44,64 @@ TESTED = {
     "uv run pytest -m slurm": "test_slurm.py is that selection",
     "uv run python tests/slurm_cluster.py /tmp/cluster": "test_slurm.py starts the same cluster",
 }
-# Benchmarks take 5-40 minutes each: they are run by hand and their figures are in the README; each one's
-# --smoke mode runs to its verdict in test_benchmarks.py.
+# Benchmarks take 5-40 minutes each: they are run by hand and their figures are in docs/performance.md;
+# each one's --smoke mode runs to its verdict in test_benchmarks.py.
 BENCHMARKS = re.compile(r"^uv run python benchmarks/\S+\.py")
+COMMAND = re.compile(r"^(?:python3 -m )?uv run ")
 
 
-def readme_commands() -> set[str]:
-    """Every `uv run ...` command the README shows, in code blocks or inline code."""
-    found = set(re.findall(r"`(uv run [^`]+)`", README))
-    for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S):
-        for line in block.splitlines():
-            command = line.split("#")[0].strip()
-            if command.startswith("uv run "):
-                found.add(command)
+def documented_commands() -> set[str]:
+    """Every `uv run ...` command (and `python3 -m uv run ...`) the README and the docs show, in
+    code blocks or inline code; a line of several commands joined by && counts each."""
+    found = set()
+    for text in DOCS.values():
+        found |= set(re.findall(r"`((?:python3 -m )?uv run [^`]+)`", text))
+        for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+            for line in block.splitlines():
+                found |= {part.strip() for part in line.split("#")[0].split("&&") if COMMAND.match(part.strip())}
     return {" ".join(c.split()) for c in found}
 
 
-def test_every_readme_command_is_run_by_a_test():
-    untested = {c for c in readme_commands() if c not in TESTED and not BENCHMARKS.match(c)}
-    assert not untested, f"README commands no test runs: {sorted(untested)}"
-    assert set(TESTED) <= readme_commands()
+def test_every_documented_command_is_run_by_a_test():
+    untested = {c for c in documented_commands() if c not in TESTED and not BENCHMARKS.match(c)}
+    assert not untested, f"documented commands no test runs: {sorted(untested)}"
+    assert set(TESTED) <= documented_commands()
+
+
+def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second():
+    (block, *_) = re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+    assert [line.split("#")[0].strip() for line in block.strip().splitlines()] == [SWEEP_LINE, TEST_LINE]
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert ci[-1] == TEST_LINE
+
+
+def test_the_first_command_sets_up_uv_on_a_python_without_it(tmp_path):
+    """The set-up part of the README's first line, pasted into a shell whose python3 has pip and
+    no uv (a new virtual environment, a scratch HOME, no uv on PATH), gives a working uv."""
+    setup = SWEEP_LINE.split(" && ")[0]
+    subprocess.run([sys._base_executable, "-m", "venv", str(tmp_path / "python")], check=True)
+    path = f"{tmp_path / 'python' / 'bin'}:/usr/bin:/bin"
+    env = {"PATH": path, "HOME": str(tmp_path / "home"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    missing = subprocess.run(["bash", "-c", "python3 -m uv --version; command -v uv"], env=env, capture_output=True)
+    assert missing.returncode != 0 and b"No module named uv" in missing.stderr
+    installed = subprocess.run(["bash", "-c", setup], env=env, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    version = subprocess.run(["bash", "-c", "python3 -m uv --version"], env=env, capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("uv "), version.stderr
+    # the uv it installed runs this project's environment (left as it is: the suite runs in it)
+    ran = subprocess.run(
+        ["bash", "-c", "python3 -m uv run --no-sync snakemake --version"],
+        env={**env, "UV_PROJECT": str(REPO)},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith("9."), ran.stderr[-2000:]
 
 
 def test_the_sweep_command_as_written(sweep_copy):
-    proc = typed("uv run snakemake --cores 8", sweep_copy)
+    proc = typed(SWEEP_LINE.split(" && ")[1], sweep_copy)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "6 of 6 cells ok" in proc.stderr
 

@@ -60,12 +60,12 @@ def test_default_config_is_the_documented_matrix():
     assert len(result.quantize_keys()) == 18
     assert "81 cells (9 models, 3 targets, 4 memory modes, 1 quantization scheme)" in result.describe()
     assert result.models["mnist_digits"].dataset == "digits" and result.models["mnist_digits"].train["epochs"] == 12
-    # what the README says of it: cross product, board cells, summary rows (a cell per board it is on)
+    # what config/README.md says of it: cross product, board cells, summary rows (a cell per board it is on)
     cross = len(
         [c for c in result.cells if c.id not in {cell.id for board, cell in result.board_cells() if board == "imx93"}]
     )
     rows = sum(max(1, len(result.cell_boards.get(c.id, []))) for c in result.cells)
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join((REPO / "config" / "README.md").read_text().split())
     assert (
         f"Dedicated_Sram: {cross} cells, and the i.MX93 board adds its Ethos-U65 / Dedicated_Sram_384KB cell per "
         f"model: {len(result.cells)} cells in all ({rows} summary rows"
@@ -236,3 +236,60 @@ def test_a_models_declared_files_are_resolved_and_checked(tmp_path):
     assert result.models["add"].reads == ("labels.txt", "weights/a.pt", "weights/b.pt")
     with pytest.raises(ConfigError, match=r"models\[0\]\.reads \(add\)\[0\]: 'missing.pt' does not exist"):
         build_sweep({"models": [{**ADD, "reads": ["missing.pt"]}], "targets": ["ethos-u55-128"]}, tmp_path)
+
+
+def schema_keys(schema: dict) -> list[tuple[str, object]]:
+    """Every key the config schema defines, as config/README.md writes it (`models[].inputs[].shape`,
+    `numerics.min_agreement`), in the schema's order, with its default (None where it has none)."""
+    definitions = {f"#/definitions/{name}": node for name, node in schema["definitions"].items()}
+
+    def resolved(node: dict) -> dict:
+        while "$ref" in node:
+            ref = node["$ref"]
+            target = definitions.get(ref) or _follow(schema, ref)
+            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return node
+
+    keys = []
+
+    def walk(node: dict, path: str) -> None:
+        node = resolved(node)
+        for part in node.get("allOf", []):
+            walk(part, path)
+        items = node.get("items")
+        if node.get("type") == "array" and isinstance(items, dict):
+            for choice in resolved(items).get("anyOf", [items]):
+                walk(choice, f"{path}[]")
+        for name, child in (node.get("properties") or {}).items():
+            key = f"{path}.{name}" if path else name
+            keys.append((key, resolved(child).get("default")))
+            walk(child, key)
+
+    walk(schema, "")
+    return keys
+
+
+def _follow(schema: dict, ref: str) -> dict:
+    node = schema
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def test_config_readme_names_every_key_of_the_schema_in_its_order_with_its_default():
+    schema = yaml.safe_load(Path(SCHEMA).read_text())
+    keys = schema_keys(schema)
+    assert ("numerics.min_agreement", 0.99) in keys and ("models[].inputs[].shape", None) in keys
+    rows = {}  # key -> (position, default column)
+    text = (REPO / "config" / "README.md").read_text()
+    for position, match in enumerate(re.finditer(r"^\| `([^`]+)` \| ([^|]*) \|", text, re.M)):
+        rows.setdefault(match.group(1), (position, match.group(2).strip()))
+    missing = [key for key, _ in keys if key not in rows]
+    assert not missing, f"config/README.md has no row for {missing}"
+    positions = [rows[key][0] for key, _ in keys]
+    assert positions == sorted(positions), "config/README.md lists the keys in another order than the schema"
+    for key, default in keys:
+        if default is None or key.startswith("targets[].vela."):  # no default, or the global `vela`'s
+            continue
+        shown = yaml.safe_load(rows[key][1].split("(")[0].strip().strip("`")) if rows[key][1] != "—" else None
+        assert shown == default, f"config/README.md: {key} defaults to {default!r}, not {rows[key][1]}"

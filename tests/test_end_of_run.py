@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, make_workdir, planned_jobs, snakemake, snakemake_command
+from conftest import REPO, make_workdir, planned_jobs, snakemake, snakemake_command, typed
 
 MNIST = {"name": "mnist", "file": "models/mnist.py"}
 # A: one cell. B: two memory modes, a model whose forward() raises, and a target Vela refuses.
@@ -135,3 +135,19 @@ def test_killing_the_run_during_its_end_step_leaves_nothing_half_written(tmp_pat
     assert "budget 0.5 ms" in index.read_text()
     assert not list((work / "results").rglob("*.partial"))
     assert planned_jobs(work) == {}
+
+
+def test_recorded_failures_are_retried_when_asked_as_written(workdir):
+    use_config(workdir, CONFIG_B)
+    snakemake(workdir)
+    listed = typed("uv run ethosweep failed", workdir)
+    assert sorted(listed.stdout.split()) == [
+        "results/export/forward_raises/program.pt2",
+        "results/vela/mnist/int8/ethos-u85-256/Test_U85_Broken/Shared_Sram/model.pte",
+    ]
+    proc = typed("uv run snakemake --cores 8 --forcerun $(uv run ethosweep failed)", workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # both failed jobs ran again (and failed again, for the same reasons), nothing else compiled
+    assert proc.stderr.count("ethosweep: FAILED") == 2
+    assert "FAILED export_model forward_raises" in proc.stderr and "FAILED compile_with_vela mnist" in proc.stderr
+    assert planned_jobs(workdir) == {}

@@ -490,8 +490,8 @@ def edge_digest(path: Path) -> str:
 
 
 def test_outputs_stay_inside_results_logs_and_benchmarks(tiny_sweep):
-    # tests: the test board file; the links make the directory look like a checkout (conftest)
-    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "tests", *CHECKOUT_LINKS}
+    # data: the test config's files; the links make the directory look like a checkout (conftest)
+    allowed = {"results", "logs", "benchmarks", ".snakemake", "config", "models", "data", *CHECKOUT_LINKS}
     assert {p.name for p in tiny_sweep.iterdir()} <= allowed
 
 
@@ -524,7 +524,7 @@ def test_a_sweep_with_failed_cells_still_gets_its_report(broken_sweep, tmp_path)
     assert f"uv run sh results/vela/{BROKEN_VELA_CELL}/repro/command.sh" in vela_page
     good = workdir / "results/report/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
     assert "Vela: 138,824 cycles" in good.read_text()  # the good cells' pages are the usual ones
-    # Snakemake's own report, as the README writes the command
+    # Snakemake's own report, as docs/report.md writes the command
     work = tmp_path / "w"
     shutil.copytree(workdir, work, symlinks=True)
     built = typed("uv run snakemake --report report.zip", work)

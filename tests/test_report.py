@@ -4,11 +4,12 @@ import csv
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, typed
+from conftest import DOCS, REPO, typed
 from ethosweep.results import advice
 from ethosweep.results.report import pareto_front
 from ethosweep.vela.compile import read_per_layer, read_summary
@@ -99,8 +100,8 @@ def test_the_report_opens_in_headless_chromium(tiny_sweep, tmp_path):
 def test_snakemakes_own_report_builds(tiny_sweep, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(tiny_sweep, work, symlinks=True)
-    command = "uv run snakemake --report report.zip"  # exactly as the README writes it
-    assert f"`{command}`" in (REPO / "README.md").read_text()
+    command = "uv run snakemake --report report.zip"  # exactly as docs/report.md writes it
+    assert f"`{command}`" in DOCS["docs/report.md"]
     built = typed(command, work)
     assert built.returncode == 0, built.stderr[-3000:]
     listing = subprocess.run(
@@ -124,7 +125,7 @@ def board_params(name: str) -> dict:
 
     from ethosweep.matrix.boards import board_from_profile
 
-    path = REPO / "boards" / f"{name}.yaml" if name != "tiny-board" else REPO / "tests/data/tiny_board.yaml"
+    path = REPO / "boards" / f"{name}.yaml" if name != "tiny-board" else REPO / ".test/data/tiny_board.yaml"
     return board_from_profile(yaml.safe_load(path.read_text()), str(path)).as_params()
 
 
@@ -210,3 +211,40 @@ def test_the_table_sorts_and_filters_in_headless_chromium(tiny_sweep, tmp_path):
         smallest = min(rows, key=lambda r: float(r["vela_cycles_total"]))
         assert first.split("\t")[0] == smallest["model"]
         browser.close()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium on PATH (apt-get install chromium)")
+def test_the_readmes_screenshot_script_renders_a_reports_first_screen(tiny_sweep, tmp_path):
+    import struct
+    import zlib
+
+    png = tmp_path / "report.png"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "docs" / "screenshot.py"), str(tiny_sweep / "results/report/index.html"), str(png)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1280, 900)
+    # not a blank page: the decoded pixels hold more than one colour
+    idat = b"".join(
+        data[i + 8 : i + 8 + struct.unpack(">I", data[i : i + 4])[0]]
+        for i in _chunks(data)
+        if data[i + 4 : i + 8] == b"IDAT"
+    )
+    assert len(set(zlib.decompress(idat)[:200_000])) > 10
+    # the committed picture is such a screenshot, of the default matrix's report
+    assert struct.unpack(">II", (REPO / "docs/images/report.png").read_bytes()[16:24]) == (1280, 900)
+
+
+def _chunks(data: bytes):
+    """The offsets of a PNG's chunks."""
+    import struct
+
+    offset = 8
+    while offset < len(data):
+        yield offset
+        offset += 12 + struct.unpack(">I", data[offset : offset + 4])[0]

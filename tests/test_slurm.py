@@ -58,7 +58,7 @@ def cluster(tmp_path_factory):
 
 
 def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
-    """The README's cluster command, plus what this test cluster needs: it has 2 CPUs per
+    """The cluster command of docs/clusters.md, plus what this test cluster needs: it has 2 CPUs per
     node, no accounting database (so job states come from squeue), and fast polling."""
     command = snakemake_command(
         workdir,

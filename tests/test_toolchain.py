@@ -20,7 +20,7 @@ from ethosweep.runtime.io import read_json
 from ethosweep.vela.compile import compile_partition, vela_error_message
 
 INSTALLED = importlib.metadata.version("ethos-u-vela")
-OTHER = "5.2.0"  # on the registry; reads the TOSA ExecuTorch 1.5.1 writes (README, Vela versions)
+OTHER = "5.2.0"  # on the registry; reads the TOSA ExecuTorch 1.5.1 writes (docs/vela-versions.md)
 DATA = Path(__file__).parent / "data" / "vela"
 
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv on PATH (pip install uv)")
@@ -63,7 +63,7 @@ VELA_AND_WHAT_READS_IT = {
 def test_a_vela_upgrade_reruns_the_vela_jobs_and_what_reads_them_only(sweep_copy):
     # A real version change: the project's environment with ethos-u-vela 5.2.0 layered over it.
     upgraded = f"uv run --with ethos-u-vela=={OTHER} snakemake --cores 2"
-    proc = typed(f"uv run --with ethos-u-vela=={OTHER} snakemake -n", sweep_copy)  # as the README writes it
+    proc = typed(f"uv run --with ethos-u-vela=={OTHER} snakemake -n", sweep_copy)  # as docs/how-it-works.md writes it
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_stats(proc.stdout + proc.stderr) == VELA_AND_WHAT_READS_IT
     lowered = sweep_copy / "results/lower/mnist/int8/u55/template.pte"
@@ -84,8 +84,8 @@ def test_with_the_environment_unchanged_nothing_reruns(tiny_sweep):
 
 
 def test_a_declared_model_file_reruns_that_models_chain_only(sweep_copy):
-    # mnist declares tests/data/mnist_reads.txt (`reads:`); mnist_digits shares its model file but not this
-    with open(sweep_copy / "tests" / "data" / "mnist_reads.txt", "a") as f:
+    # mnist declares data/mnist_reads.txt (`reads:`); mnist_digits shares its model file but not this
+    with open(sweep_copy / "data" / "mnist_reads.txt", "a") as f:
         f.write("edited\n")
     assert planned_jobs(sweep_copy) == {
         "export_model": 1,

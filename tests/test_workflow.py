@@ -2,12 +2,14 @@
 
 import csv
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO, U55_CELL, planned_jobs, snakemake
+from conftest import REPO, U55_CELL, job_stats, planned_jobs, snakemake
 from ethosweep.runtime.io import read_json
 
 
@@ -214,7 +216,7 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     with open(package / "ethosweep" / "deploy" / "header.py", "a") as f:
         f.write("\n# an edit to the header stage\n")
     # the headers are the last step of each cell's Vela job (one job per cell instead of two:
-    # README, "What it does"), so every cell's Vela job reruns, and what follows from its .pte:
+    # docs/how-it-works.md), so every cell's Vela job reruns, and what follows from its .pte:
     # bundles, firmware plans, report pages, and the deployment bundles that carry the headers
     # (4 U55 cells on 2 boards)
     assert planned_jobs(sweep_copy, env=env) == {
@@ -337,3 +339,18 @@ def test_a_cell_compiled_from_another_tosa_than_the_verified_one_is_unverified(s
     row = rows(sweep_copy)["mnist", "ethos-u55-128", "Shared_Sram"]
     assert (row["status"], row["numerics"]) == ("ok", "unverified")
     assert row["numerics_reason"] == "the cell's TOSA differs from the verified TOSA"
+
+
+def test_the_test_config_plans_in_place_as_the_workflow_catalog_runs_it():
+    """`.test/` is the Snakemake Workflow Catalog's test config: the tests' tiny matrix (conftest),
+    runnable in place with --directory .test."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--directory", ".test", "--cores", "2", "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 cells (4 models, 2 targets, 1 memory mode, 1 quantization scheme)" in proc.stderr
+    jobs = job_stats(proc.stdout + proc.stderr)
+    assert (jobs["export_model"], jobs["compile_with_vela"], jobs["summarize_sweep"]) == (4, 6, 1)

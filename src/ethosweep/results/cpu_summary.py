@@ -135,7 +135,7 @@ def format_cpu_lines(path: str) -> str:
         )
     states = {row["firmware"] for row in rows if row["firmware"] and not row["firmware"].startswith("built")}
     for firmware in sorted(states):
-        lines.append(f"  firmware: {firmware} (README 'CPU-only cells, run in QEMU')")
+        lines.append(f"  firmware: {firmware} (docs/firmware.md)")
     return "\n".join(lines)
 
 

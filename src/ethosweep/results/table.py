@@ -70,9 +70,7 @@ def firmware_footer(rows: list[dict]) -> list[str]:
         for part in r["firmware"].removeprefix("not configured: ").split("; ")
     }
     if missing_firmware:
-        lines.append(
-            f"firmware: not configured, missing {', '.join(sorted(missing_firmware))} (README 'Firmware and FVP')"
-        )
+        lines.append(f"firmware: not configured, missing {', '.join(sorted(missing_firmware))} (docs/firmware.md)")
     missing_fvp = sorted(
         {m.group(1) for r in rows for m in [re.search(r"(FVP_\S+) not found", r.get("fvp_run", ""))] if m}
     )
