@@ -57,11 +57,11 @@ def exported(tmp_path_factory) -> Path:
     return d
 
 
-def lower(d: Path, name: str) -> Path:
+def lower(d: Path, name: str, profile: str = "u55") -> Path:
     lowered = d / f"{name}_lowered"
     lower_to_tosa(
         quantized=str(d / f"{name}.pt2"),
-        profile="u55",
+        profile=profile,
         template=str(lowered / "template.pte"),
         tosa_dir=str(lowered / "tosa"),
         edge=str(lowered / "edge.pt2"),
@@ -137,14 +137,26 @@ def test_a_corrupted_layer_in_the_tosa_is_flagged_and_located(exported):
     assert layers["conv2d_1"]["own_steps"] > 10 and layers["conv2d_1"]["ops"] == "conv2d + relu"
     assert layers["conv2d_1"]["module"] == "conv2"
     assert (record["verdict"], record["layer"]) == ("flagged", "conv2d_1")
+    # far beyond its tolerance given the NPU's own inputs: flagged there whatever the output shows
+    own = layers["conv2d_1"]["own_steps"]
     assert record["reason"].startswith(
-        f"layer conv2d_1 (conv2d + relu, conv2) computes something else than the "
-        f"quantized model: {layers['conv2d_1']['own_steps']} steps off given the same "
-        "inputs (> 1; the layers before it within 0)"
+        f"layer conv2d_1 (conv2d + relu, conv2) computes something else than the quantized model: {own} steps "
+        f"off given the same inputs, {own} times its tolerance of 1 (far beyond rounding"
     )
+    # and the NPU path loses top-1 agreement with float that the quantized model keeps
+    flips = record["metrics"]["top1_discordant"]
+    assert flips["quantized_only"] > 10 * max(1, flips["npu_only"])
 
 
-def pipeline(tmp: Path, model_file: str, name: str, scheme: str = "int8", model: dict | None = None, **options) -> dict:
+def pipeline(
+    tmp: Path,
+    model_file: str,
+    name: str,
+    scheme: str = "int8",
+    model: dict | None = None,
+    profile: str = "u55",
+    **options,
+) -> dict:
     """export -> quantize -> lower -> verify for a test model file (or `model`), as the workflow runs them."""
     model = model or {"name": name, "file": model_file}
     export_model(
@@ -160,11 +172,11 @@ def pipeline(tmp: Path, model_file: str, name: str, scheme: str = "int8", model:
         program=str(tmp / "program.pt2"),
         inputs=str(tmp / "inputs.pt"),
         scheme=scheme,
-        profile="u55",
+        profile=profile,
         quantized=str(tmp / f"{name}.pt2"),
         meta=str(tmp / "quantize.json"),
     )
-    return verify(tmp, name, lower(tmp, name), **options)
+    return verify(tmp, name, lower(tmp, name, profile), **options)
 
 
 def lowering(record: dict) -> dict:
@@ -233,7 +245,7 @@ def test_one_argmax_flip_in_eight_samples_does_not_flag():
     )
 
 
-def rounding_location(steps: list[int], own: int = 1, bits: int = 8, kind: str = "conv2d") -> dict:
+def location_of(steps: list[int], own: int = 1, bits: int = 8, kind: str = "conv2d") -> dict:
     layers = [
         {
             "layer": f"conv{i}",
@@ -251,60 +263,200 @@ def rounding_location(steps: list[int], own: int = 1, bits: int = 8, kind: str =
     return {"layers": layers, "unpaired": [], "problem": None}
 
 
-def test_accumulated_rounding_is_ok_within_its_bound_and_a_jump_is_flagged():
-    metrics = {"samples": 8, "max_error_steps": 3.0, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
-    # 16 layers each within 1 step: up to 1 x sqrt(16) = 4 output steps are rounding
-    verdict = judge(metrics, rounding_location(list(range(16))), Thresholds(), False, "", None, False)
-    assert verdict.verdict == "ok" and verdict.reason.startswith(
-        "ok, accumulated rounding: every one of the 16 layers within its tolerance"
+def against_float(npu: float, quantized: float, samples: int = 100, spread: float = 0.1, allowed: float = 0.0):
+    """Error energies against float as the verify stage records them: totals over `samples`, the
+    per-sample difference's standard error from its spread."""
+    return {
+        "samples": samples,
+        "npu": npu,
+        "quantized": quantized,
+        "allowed_extra": allowed,
+        "standard_error": spread / samples**0.5,
+        "snr_db_npu": 30.0,
+        "snr_db_quantized": 30.0,
+    }
+
+
+def test_an_output_off_the_quantized_model_is_judged_by_what_it_costs_against_float():
+    metrics = {"samples": 100, "max_error_steps": 3.0, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
+    # every layer within its tolerance: 3 output steps of drift, but as close to float as the quantized model
+    same = judge(
+        {**metrics, "error_against_float": against_float(10.0, 10.0)},
+        location_of([0, 1, 3, 3]),
+        Thresholds(),
+        False,
+        "",
+        None,
+        False,
     )
-    assert "(1 x sqrt(16) = 4.0)" in verdict.reason
-    # 4 layers: 3 steps is more than rounding explains (2.0): flagged where the drift grows most
-    drift = judge(metrics, rounding_location([0, 1, 3, 3]), Thresholds(), False, "", None, False)
-    assert (drift.verdict, drift.layer) == ("flagged", "conv2")
-    assert "more than rounding over 4 layers explains" in drift.reason
-    jump = rounding_location([1, 2, 12])
-    jump["layers"][2].update(layer="add_7", ops="add", own_steps=12, kind="add")
-    verdict = judge(metrics, jump, Thresholds(), False, "", None, False)
-    assert (verdict.verdict, verdict.layer) == ("flagged", "add_7")
-    assert verdict.reason.startswith(
-        "layer add_7 (add) computes something else than the quantized model: 12 steps off "
-        "given the same inputs (> 1; the layers before it within 2)"
+    assert same.verdict == "ok" and same.checks[0].detail.startswith("ok, the NPU path is as close to float as")
+    # the same drift with the NPU's error against float 3x the quantized model's, far beyond sampling
+    # noise: flagged where the drift grows most
+    worse = judge(
+        {**metrics, "error_against_float": against_float(30.0, 10.0)},
+        location_of([0, 1, 3, 3]),
+        Thresholds(),
+        False,
+        "",
+        None,
+        False,
     )
+    assert (worse.verdict, worse.layer) == ("flagged", "conv2")
+    assert worse.reason.startswith("the NPU path loses accuracy the quantized model does not: error against float")
+    # 3x, but within sampling noise (the per-sample differences spread far wider than their mean)
+    noisy = judge(
+        {**metrics, "error_against_float": against_float(30.0, 10.0, spread=10.0)},
+        location_of([0, 1, 3, 3]),
+        Thresholds(),
+        False,
+        "",
+        None,
+        False,
+    )
+    assert noisy.verdict == "ok"
+    # measurably worse, but by less than the quantized model's own error (3 dB): not material
+    slight = judge(
+        {**metrics, "error_against_float": against_float(15.0, 10.0)},
+        location_of([0, 1, 3, 3]),
+        Thresholds(),
+        False,
+        "",
+        None,
+        False,
+    )
+    assert slight.verdict == "ok"
+
+
+def test_a_layer_beyond_its_tolerance_is_a_note_unless_the_output_pays_for_it():
+    metrics = {"samples": 100, "max_error_steps": 107.0, "output_steps_allowed": 1, "cosine_npu_vs_float": 0.9999}
+    jump = location_of([0, 2, 107], bits=16, kind="layer_norm")
+    jump["layers"][2].update(layer="add_1", ops="add", module="norm", own_steps=413)
+    ok = judge(
+        {**metrics, "error_against_float": against_float(10.0, 10.0)}, jump, Thresholds(), False, "", None, False
+    )
+    assert (ok.verdict, ok.layer) == ("ok", "")
+    assert (
+        "note: layer add_1 (add, norm) is 413 int16 steps off given its inputs, beyond the 400 ExecuTorch's a16w8 "
+        "layer_norm tests accept (at the quantizer's epsilon 2^-16)"
+    ) in ok.reason
+    flagged = judge(
+        {**metrics, "error_against_float": against_float(40.0, 10.0)}, jump, Thresholds(), False, "", None, False
+    )
+    assert (flagged.verdict, flagged.layer) == ("flagged", "add_1")
+    assert (
+        "it starts at layer add_1 (add, norm), 413 steps off given the same inputs (> 400 int16 steps" in flagged.reason
+    )
+    # grossly off given the NPU's own inputs (8x its tolerance and 8 int8 steps): flagged whatever the output shows
+    jump["layers"][2]["own_steps"] = 3300
+    gross = judge(
+        {**metrics, "error_against_float": against_float(10.0, 10.0)}, jump, Thresholds(), False, "", None, False
+    )
+    assert (gross.verdict, gross.layer) == ("flagged", "add_1")
+    # an int8 layer: 9 steps is past 8x its tolerance of 1 and the floor of 8 int8 steps; 8 is not
+    int8 = {**metrics, "error_against_float": against_float(10.0, 10.0), "cosine_npu_vs_float": 0.99}
+    for own, verdict in ((9, "flagged"), (8, "ok")):
+        layers = location_of([0, own], own=0)
+        layers["layers"][1]["own_steps"] = own
+        assert judge(int8, layers, Thresholds(), False, "", None, False).verdict == verdict, own
+
+
+def test_a_classifier_is_judged_by_the_top1_the_npu_loses_against_the_quantized_model():
+    thresholds = Thresholds()
+    metrics = {
+        "samples": 500,
+        "max_error_steps": 4.0,
+        "decidable_samples": 480,
+        "agreement_decidable": 0.995,
+        "error_against_float": against_float(10.0, 10.0),
+    }
+    # 5 samples where only the quantized model agrees with float, none the other way: p = 1/32
+    lost = judge(
+        {**metrics, "top1_discordant": {"quantized_only": 5, "npu_only": 0}},
+        location_of([0, 4]),
+        thresholds,
+        True,
+        "",
+        None,
+        True,
+    )
+    assert lost.checks[0].verdict == "flagged" and "McNemar p = 0.031" in lost.reason
+    # 3 and 1: within sampling noise (p = 0.31)
+    even = judge(
+        {**metrics, "top1_discordant": {"quantized_only": 3, "npu_only": 1}},
+        location_of([0, 4]),
+        thresholds,
+        True,
+        "",
+        None,
+        True,
+    )
+    assert even.checks[0].verdict == "ok" and "McNemar p = 0.31" in even.checks[0].detail
 
 
 def test_nothing_compared_is_never_ok():
-    metrics = {"samples": 8, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
+    metrics = {
+        "samples": 8,
+        "cosine_npu_vs_float": 0.99,
+        "relative_error_npu_vs_float": 0.05,
+        "uncompared_outputs": [0],
+    }
     verdict = judge(metrics, None, Thresholds(), False, "", None, False)
     assert verdict.verdict == "inconclusive" and verdict.reason.startswith("nothing compared: no output")
+    assert "(outputs 0)" in verdict.reason
 
 
-def test_an_output_off_with_unpaired_activations_is_not_located_and_not_ok():
-    metrics = {"samples": 8, "max_error_steps": 3.0, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
-    location = rounding_location([0, 0, 0], own=0)
+def test_outputs_without_a_quantization_scale_are_named():
+    metrics = {"samples": 8, "max_error_steps": 0.0, "uncompared_outputs": [1, 2], "cosine_npu_vs_float": 0.99}
+    check = judge(metrics, None, Thresholds(), False, "", None, False).checks[0]
+    assert check.verdict == "ok"
+    assert check.detail.endswith("output(s) 1, 2 carry no quantization scale and were not compared in steps")
+
+
+def test_worse_output_with_unpaired_activations_is_flagged_without_a_layer():
+    metrics = {"samples": 100, "max_error_steps": 3.0, "cosine_npu_vs_float": 0.99, "relative_error_npu_vs_float": 0.05}
+    location = location_of([0, 0, 0], own=0)
     location["unpaired"] = [
         {"layer": f"mul_{i}", "ops": op, "module": "norm", "kind": "layer_norm", "composite": "layer_norm", "order": 9}
         for i, op in enumerate(["mean", "sub", "mul", "rsqrt", "mul"])
     ]
-    verdict = judge(metrics, location, Thresholds(), False, "", None, False)
-    assert verdict.verdict == "inconclusive"
+    worse = {**metrics, "error_against_float": against_float(30.0, 10.0)}
+    verdict = judge(worse, location, Thresholds(), False, "", None, False)
+    assert (verdict.verdict, verdict.layer) == ("flagged", "")
     assert (
-        "not located: the output is 3 steps off (> 1), every paired layer is within its tolerance, and the error "
-        "appears in operators that could not be paired: layer_norm (decomposed into 5 quantized operators: "
-        "mean, sub, mul, rsqrt) (3 of 8 activations paired with the NPU's tensors)"
+        "the layer where it starts could not be found: every paired layer is within its tolerance; the error may "
+        "be in layer_norm (decomposed into 5 quantized operators: mean, sub, mul, rsqrt) (3 of 8 activations paired "
+        "with the NPU's tensors)"
     ) in verdict.reason
+    # not worse against float: ok, whatever could not be paired
+    fine = judge(
+        {**metrics, "error_against_float": against_float(10.0, 10.0)}, location, Thresholds(), False, "", None, False
+    )
+    assert fine.verdict == "ok"
 
 
-def test_int16_tolerances_follow_executorchs_a16w8_tests():
+def test_no_layers_to_blame_is_said_not_raised():
+    metrics = {
+        "samples": 100,
+        "max_error_steps": 3.0,
+        "cosine_npu_vs_float": 0.99,
+        "error_against_float": against_float(30.0, 10.0),
+    }
+    internal = location_of([0, 3])
+    for layer in internal["layers"]:
+        layer["internal"] = True
+    verdict = judge(metrics, internal, Thresholds(), False, "", None, False)
+    assert verdict.verdict == "flagged" and "could not be found" in verdict.reason
+
+
+def test_int16_tolerances_are_what_executorchs_a16w8_tests_accept_at_their_scale():
     thresholds = Thresholds()
-    assert thresholds.steps_allowed(8, "layer_norm") == 1
-    assert thresholds.steps_allowed(16, "layer_norm") == 400 and thresholds.steps_allowed(16, "gelu") == 128
-    assert thresholds.steps_allowed(16, "_softmax") == 128 and thresholds.steps_allowed(16, "conv2d") == 1
+    int16_step = 1 / 32767  # a [0, 1] or [-1, 1] output at int16
+    # the tests' own atol/rtol (and qtol 1) in int16 steps of their output range
+    assert thresholds.steps_allowed(16, "sigmoid") == round((1e-3 + 1e-3 * 1.0) / int16_step) + 1
+    assert thresholds.steps_allowed(16, "tanh") == round((1e-3 + 2e-3 * 1.0) / int16_step) + 1
+    assert thresholds.steps_allowed(16, "_softmax") == round(0.003 / int16_step / 10) * 10
+    assert thresholds.steps_allowed(8, "layer_norm") == 1  # int8: qtol=1 for every operator
     assert Thresholds(max_error_steps_int16={"gelu": 64}).steps_allowed(16, "gelu") == 64
-    # 413 int16 steps at a layer_norm is past ExecuTorch's 400; 300 is not
-    location = rounding_location([300], own=300, bits=16, kind="layer_norm")
-    metrics = {"samples": 8, "max_error_steps": 300.0, "output_steps_allowed": 400, "cosine_npu_vs_float": 0.99}
-    assert judge(metrics, location, thresholds, False, "", None, False).checks[0].verdict == "ok"
 
 
 def test_sample_counts_follow_the_thresholds():
@@ -385,10 +537,12 @@ def test_an_error_in_an_activation_that_could_not_be_paired_is_not_charged_elsew
     write_json(lowered / "tosa_sources.json", sources)
     record = verify(exported, "hidden", lowered, dataset="digits", evaluation_samples=300)
     check = lowering(record)
-    assert check["verdict"] == "inconclusive", check
-    assert check["detail"].startswith("not located: the output is ")
-    assert "could not be paired with the NPU's tensors (conv2d_1)" in check["detail"]
-    assert "of 5 activations paired" in check["detail"] or "activations paired" in check["detail"]
+    # the NPU path measurably loses top-1 against float: flagged, and where it could not look is said
+    assert (check["verdict"], check["layer"]) == ("flagged", ""), check
+    assert check["detail"].startswith("the NPU path loses accuracy the quantized model does not: top-1 agrees")
+    assert "could not be paired with the NPU's tensors (conv2d_1): the error may start there" in check["detail"]
+    paired = record["location"]["paired"]
+    assert f"({paired} of {paired + 1} activations paired with the NPU's tensors)" in check["detail"]
 
 
 def test_int16_layers_are_judged_in_int16_steps_by_what_executorch_accepts(tmp_path):
@@ -407,8 +561,8 @@ def test_int16_layers_are_judged_in_int16_steps_by_what_executorch_accepts(tmp_p
 def test_a_decomposed_layer_norm_is_judged_at_its_output_by_executorchs_tolerance(tmp_path):
     """LayerNorm with int16 activations, quantized as aot_arm_compiler does (epsilon 2^-12): its
     nine operators are judged together at its output, which differs by more than the 400 int16 steps
-    ExecuTorch's own a16w8 layer_norm tests accept (they quantize with epsilon 2^-16); the verdict
-    says so, and how to accept it."""
+    ExecuTorch's own a16w8 layer_norm tests accept (they quantize with epsilon 2^-16). The model's
+    output is no further from float than the quantized model's: ok, with that layer in a note."""
     record = pipeline(tmp_path, "tests/models/gelu_layernorm.py", "ln16", scheme="a16w8")
     location = record["location"]
     norm = [layer for layer in location["layers"] if layer["kind"] == "layer_norm"]
@@ -416,20 +570,21 @@ def test_a_decomposed_layer_norm_is_judged_at_its_output_by_executorchs_toleranc
     assert location["unpaired"] == [] and "rsqrt" in {layer["ops"] for layer in norm}
     output = next(layer for layer in norm if not layer["internal"])
     assert output["own_steps"] > 400
-    assert (record["verdict"], record["layer"]) == ("flagged", output["layer"])
-    assert "> 400 int16 steps for layer_norm" in record["reason"]
-    assert "raise numerics.max_error_steps_int16.layer_norm" in record["reason"]
-    accepted = verify(tmp_path, "ln16", tmp_path / "ln16_lowered", max_error_steps_int16={"layer_norm": 1000})
-    assert lowering(accepted)["verdict"] == "ok", lowering(accepted)
+    assert (record["verdict"], record["layer"]) == ("ok", "")
+    assert lowering(record)["detail"].startswith("ok, the NPU path is as close to float as the quantized model")
+    assert (
+        f"note: layer {output['layer']} (add, norm) is {output['own_steps']} int16 steps off given its inputs, "
+        "beyond the 400 ExecuTorch's a16w8 layer_norm tests accept"
+    ) in record["reason"]
 
     # a real 16-bit discrepancy, before it: the first linear layer's weights negated in its TOSA
     lowered = tmp_path / "ln16_lowered"
     tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
     replace_partition_tosa(lowered, tosa, template=False)
-    broken = verify(tmp_path, "ln16", lowered, max_error_steps_int16={"layer_norm": 1000})
+    broken = verify(tmp_path, "ln16", lowered)
     assert (broken["verdict"], broken["layer"]) == ("flagged", "linear"), lowering(broken)
     assert lowering(broken)["detail"].startswith("layer linear (linear, fc1) computes something else")
-    assert "int16 steps for linear" in lowering(broken)["detail"]
+    assert "int16 steps for linear (far beyond rounding" in lowering(broken)["detail"]
 
 
 def test_several_partitions_are_compared_layer_by_layer(tmp_path):
@@ -476,3 +631,29 @@ def test_int16_convolutions_folded_into_their_residual_add_are_accounted_for(tmp
     assert location["unpaired"] == [], location["unpaired"]
     assert {layer["bits"] for layer in location["layers"]} == {16}
     assert lowering(record)["verdict"] == "ok", lowering(record)
+
+
+@pytest.mark.parametrize(("scheme", "profile"), [("a16w8", "u55"), ("a16w8", "u85"), ("int8", "u55"), ("int8", "u85")])
+def test_a_healthy_mixer_block_is_ok_whatever_its_layer_norm_shows(tmp_path, scheme, profile):
+    """LayerNorm -> Linear -> GELU -> Linear with a residual: with int16 activations its LayerNorm is
+    hundreds of int16 steps beyond ExecuTorch's 400 given its inputs, while the output is as close to
+    float as the quantized model's. ok, with the layer named in a note, on both NPU families."""
+    record = pipeline(tmp_path, "tests/models/mixer_block.py", "mixer", scheme=scheme, profile=profile)
+    check = lowering(record)
+    assert (record["verdict"], record["layer"]) == ("ok", ""), record["reason"]
+    energy = record["metrics"]["error_against_float"]
+    assert energy["npu"] <= 2 * energy["quantized"]  # what makes it ok: no worse against float
+    if scheme == "a16w8":
+        assert check["detail"].startswith("ok, the NPU path is as close to float as the quantized model (error")
+        assert "note: layer add_1 (add, norm) is " in check["detail"]
+        assert "beyond the 400 ExecuTorch's a16w8 layer_norm tests accept" in record["reason"]
+    else:
+        assert check["detail"].startswith("NPU within 0 output step(s) of the quantized model")
+
+
+def test_every_way_an_activation_is_accounted_for_names_a_test_that_exists():
+    from ethosweep.verify.locate import ACCOUNTED_FOR
+
+    for entry in ACCOUNTED_FOR:
+        path, _, name = entry.test.partition("::")
+        assert f"def {name}(" in (REPO / path).read_text(), entry.name

@@ -70,3 +70,26 @@ def test_import_paths_that_do_not_resolve(path, message):
     with pytest.raises(ModelError) as error:
         load_model(ModelSpec(name="bad", import_path=path, inputs=(InputSpec((1,)),)), seed=0)
     assert message in str(error.value)
+
+
+def test_batchnorm_statistics_of_random_weights_are_calibrated_before_export():
+    """Random weights leave BatchNorm at mean 0, variance 1 and MobileNetV2's outputs ~1e-9; re-estimated
+    on inputs in the model's range, they give outputs of realistic size (ethosweep.compile.zoo.initialise)."""
+    from ethosweep.compile.zoo import initialise
+
+    spec = ModelSpec(
+        name="mv2", import_path="torchvision.models:mobilenet_v2", inputs=(InputSpec((1, 3, 32, 32), "float32", 0, 1),)
+    )
+    model, inputs = load_model(spec, seed=0)
+    with torch.no_grad():
+        before = float(model(*inputs).abs().max())
+    said = initialise(model, {"batchnorm": "calibrate"}, inputs, seed=0)
+    with torch.no_grad():
+        after = float(model(*inputs).abs().max())
+    assert before < 1e-6 < 1e-2 < after
+    assert said == "52 BatchNorm layers' statistics re-estimated on 32 inputs in the input range"
+    assert not model.training and model.features[1].conv[0][1].momentum is None
+    again, _ = load_model(spec, seed=0)
+    initialise(again, {"batchnorm": "calibrate"}, inputs, seed=0)
+    assert torch.equal(again.features[1].conv[0][1].running_var, model.features[1].conv[0][1].running_var)
+    assert initialise(again, {}, inputs, seed=0) == ""

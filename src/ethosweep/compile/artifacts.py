@@ -54,11 +54,11 @@ def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples
     generator = torch.Generator().manual_seed(seed + 1)
     samples = [example_inputs]
     for _ in range(max(0, random_samples - 1)):
-        samples.append(tuple(_random_like(t, generator) for t in example_inputs))
+        samples.append(tuple(random_like(t, generator) for t in example_inputs))
     return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range (no dataset)"
 
 
-def _random_like(t: torch.Tensor, generator) -> torch.Tensor:
+def random_like(t: torch.Tensor, generator) -> torch.Tensor:
     if not t.dtype.is_floating_point:
         return t.clone()
     low, high = float(t.min()), float(t.max())

@@ -10,7 +10,7 @@ from collections import Counter
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.zoo import ModelError, load_model, source_digest
+from ethosweep.compile.zoo import ModelError, initialise, load_model, source_digest
 from ethosweep.matrix.models import model_spec_from_params
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.io import atomic_write_bytes, write_json
@@ -38,6 +38,7 @@ def export_model(
     where = f"model '{spec.name}' ({spec.source})"
     if weights:
         module.load_state_dict(torch.load(weights, weights_only=True))
+    initialised = initialise(module, spec.init, example_inputs, seed)
 
     try:
         with torch.no_grad(), running(f"model '{spec.name}'", "running forward() on its example inputs"):
@@ -65,6 +66,7 @@ def export_model(
         "seed": seed,
         "source_sha256": source_digest(spec, base_dir),
         "weights": weights or "as the model builds them (seeded)",
+        **({"init": initialised} if initialised else {}),
         "inputs": [_describe(t) for t in example_inputs],
         "outputs": [_describe(t) for t in flat_outputs],
         "parameters": sum(p.numel() for p in module.parameters()),

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ethosweep.compile.artifacts import random_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
 from ethosweep.runtime.errors import StageError
 
@@ -124,3 +125,50 @@ def _load_import(spec: ModelSpec) -> Any:
         return factory(**spec.kwargs)
     except Exception as error:
         raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) raised {type(error).__name__}: {error}") from error
+
+
+# BatchNorm statistics re-estimated on this many seeded inputs: a cumulative average (momentum None),
+# so every input weighs the same; a random network's per-channel means and variances settle
+# within a few dozen samples (each a whole feature map: N x H x W values a channel).
+BATCHNORM_SAMPLES = 32
+
+
+def initialise(module: torch.nn.Module, init: dict, example_inputs: tuple, seed: int) -> str:
+    """Set the model's state as `init` asks before export; what was done, in one line ('' for nothing).
+
+    `batchnorm: calibrate`: every BatchNorm's running mean and variance re-estimated on the example
+    inputs and seeded random inputs in their value range (what the verify stage evaluates a model
+    without data on), the rest of the model left in eval mode (dropout off), then eval again."""
+    if init.get("batchnorm") != "calibrate":
+        return ""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return "batchnorm: calibrate asked, but the model has no BatchNorm"
+    generator = torch.Generator().manual_seed(seed + 2)
+    samples = [example_inputs] + [
+        tuple(random_like(t, generator) for t in example_inputs) for _ in range(BATCHNORM_SAMPLES - 1)
+    ]
+    module.eval()
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None
+        norm.train()
+    try:
+        with torch.no_grad():
+            # one batch of them: a BatchNorm after the last pooling sees one value per channel per
+            # sample, which training mode cannot normalise on its own
+            module(*(torch.cat(parts) for parts in zip(*samples)))
+    except Exception:  # noqa: BLE001 - a model written for batch 1: one sample at a time
+        for norm in norms:
+            norm.reset_running_stats()
+        try:
+            with torch.no_grad():
+                for sample in samples:
+                    module(*sample)
+        except Exception as error:
+            raise StageError(
+                f"init batchnorm: calibrate could not run the model in training mode ({type(error).__name__}: "
+                f"{error}); leave `init` out for this model"
+            ) from error
+    module.eval()
+    return f"{len(norms)} BatchNorm layers' statistics re-estimated on {BATCHNORM_SAMPLES} inputs in the input range"

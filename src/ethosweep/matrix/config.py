@@ -373,6 +373,7 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             "train": train,
             "classifier": entry.get("classifier"),
             "reads": _model_reads(entry.get("reads", []), f"{where}.reads ({name})", base),
+            "init": {k: v for k, v in (entry.get("init") or {}).items() if v != "keep"},
         }
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:

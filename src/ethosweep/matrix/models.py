@@ -32,6 +32,8 @@ class ModelSpec:
     train: dict | None = field(default=None, hash=False)  # epochs, lr, batch_size
     classifier: bool | None = None  # None: labelled data decides (ethosweep.verify.verdicts)
     reads: tuple[str, ...] = ()  # files the model's code reads (weights, labels): its export's inputs
+    # how the model's state is set before export, beyond what its code does: {"batchnorm": "calibrate"}
+    init: dict = field(default_factory=dict, hash=False)
 
     @property
     def source(self) -> str:
@@ -45,6 +47,8 @@ class ModelSpec:
             "import": self.import_path,
             "kwargs": dict(self.kwargs),
             "inputs": [i.as_params() for i in self.inputs],
+            # only when set: a model without it keeps the params (and the outputs) it always had
+            **({"init": dict(self.init)} if self.init else {}),
         }
 
 
@@ -56,4 +60,5 @@ def model_spec_from_params(params: dict) -> ModelSpec:
         import_path=params.get("import"),
         kwargs=dict(params.get("kwargs") or {}),
         inputs=tuple(InputSpec(tuple(i["shape"]), i["dtype"], *i["range"]) for i in params.get("inputs", [])),
+        init=dict(params.get("init") or {}),
     )

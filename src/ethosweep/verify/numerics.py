@@ -26,6 +26,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -279,63 +280,44 @@ def verify_numerics(
         max_relative_error=max_relative_error,
         max_error_steps_int16=dict(max_error_steps_int16 or {}),
     )
-    exported = torch.export.load(program)
-    float_module = exported.module()
-    quant_module = load_quantized(quantized).module()
+    paths = ThreePaths.load(program, quantized, edge, lower_meta)
     example_inputs = load_tensors(inputs)
-    lowered = read_json(lower_meta)
-    verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
-    npu_module = load_edge(edge).module()
-    scales = output_scales(npu_module)
-    judged_as_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
+    is_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
     with torch.no_grad():
-        values_per_sample = sum(t.numel() for t in flat(float_module(*example_inputs)))
-    count, why = random_samples_needed(random_samples, values_per_sample, bool(judged_as_classifier), thresholds)
+        values_per_sample = sum(t.numel() for t in flat(paths.float_module(*example_inputs)))
+    count, why = random_samples_needed(random_samples, values_per_sample, is_classifier, thresholds)
     samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, count)
     loaded_in = time.perf_counter() - started
 
-    float_out, quant_out, npu_out = [], [], []
-    with torch.no_grad():
-        for sample in samples:
-            float_out.append(flat(float_module(*sample)))
-            quant_out.append(flat(quant_module(*sample)))
-            npu_out.append(flat(NpuInterpreter(npu_module, sample=len(npu_out)).run(*sample)))
-    classifier_now = classifier if classifier is not None else labels is not None
+    float_out, quant_out, npu_out = paths.run(samples)
     metrics = compare(
-        float_out, quant_out, npu_out, scales, labels, classifier_now, output_tolerances(quant_module, thresholds)
+        float_out,
+        quant_out,
+        npu_out,
+        output_scales(paths.npu_module),
+        labels,
+        is_classifier,
+        output_tolerances(paths.quant_module, thresholds),
     )
     with torch.no_grad():
-        layers = layer_report(float_module, quant_module, samples)
+        layers = layer_report(paths.float_module, paths.quant_module, samples)
     worst = sorted(
         (layer for layer in layers if layer["snr_drop_db"] is not None), key=lambda layer: -layer["snr_drop_db"]
     )[:3]
-
+    worst_sample = metrics.pop("worst_sample", None)
     location = None
     if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
-        location = locate_on(npu_module, quant_module, samples[metrics.pop("worst_sample")], read_json(tosa_sources))
-    metrics.pop("worst_sample", None)
-    untrained = untrained_weights(exported.state_dict)
+        location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], read_json(tosa_sources))
+    untrained = untrained_weights(paths.exported.state_dict)
     verdict = judge(
-        metrics,
-        location,
-        thresholds,
-        classifier_now,
-        untrained,
-        worst[0] if worst else None,
-        has_data=dataset is not None,
+        metrics, location, thresholds, is_classifier, untrained, worst[0] if worst else None, dataset is not None
     )
     record = {
         "data": described,
         "samples": len(samples),
         "sampling": why if dataset is None else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
-        "classifier": classifier_now,
-        "classifier_evidence": (
-            "config (classifier: " + str(classifier).lower() + ")"
-            if classifier is not None
-            else "labelled data"
-            if labels is not None
-            else "none: judged as a regression model"
-        ),
+        "classifier": is_classifier,
+        "classifier_evidence": _classifier_evidence(classifier, labels),
         "untrained_weights": untrained,
         **verdict.as_dict(),
         "metrics": metrics,
@@ -344,7 +326,7 @@ def verify_numerics(
         "layers": layers,
         "tosa_partitions": [
             {"index": i, "tosa_sha256": hashlib.sha256(b).hexdigest()}
-            for i, b in enumerate(tosa_partitions(npu_module))
+            for i, b in enumerate(tosa_partitions(paths.npu_module))
         ],
         "thresholds": thresholds.__dict__,
         "seconds": {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)},
@@ -358,11 +340,45 @@ def verify_numerics(
         "verified on %s in %.1f s: %s; %s%s",
         described,
         record["seconds"]["total"],
-        {k: v for k, v in metrics.items() if v is not None and not isinstance(v, list)},
+        {k: v for k, v in metrics.items() if v is not None and not isinstance(v, (list, dict))},
         verdict.verdict.upper(),
         f": {verdict.reason}" if verdict.reason else "",
     )
     return record
+
+
+@dataclass
+class ThreePaths:
+    """The model three ways: float (the exported program), quantized (PyTorch, quantize/dequantize
+    simulated), and as the NPU computes it (the lowered graph, its partitions on the TOSA reference model)."""
+
+    exported: torch.export.ExportedProgram
+    float_module: torch.nn.Module
+    quant_module: torch.nn.Module
+    npu_module: torch.nn.Module
+
+    @classmethod
+    def load(cls, program: str, quantized: str, edge: str, lower_meta: str) -> "ThreePaths":
+        exported = torch.export.load(program)
+        lowered = read_json(lower_meta)
+        verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
+        return cls(exported, exported.module(), load_quantized(quantized).module(), load_edge(edge).module())
+
+    def run(self, samples: list[tuple]) -> tuple[list, list, list]:
+        """Each path's outputs on each sample (flattened tensors)."""
+        float_out, quant_out, npu_out = [], [], []
+        with torch.no_grad():
+            for index, sample in enumerate(samples):
+                float_out.append(flat(self.float_module(*sample)))
+                quant_out.append(flat(self.quant_module(*sample)))
+                npu_out.append(flat(NpuInterpreter(self.npu_module, sample=index).run(*sample)))
+        return float_out, quant_out, npu_out
+
+
+def _classifier_evidence(classifier: bool | None, labels) -> str:
+    if classifier is not None:
+        return "config (classifier: " + str(classifier).lower() + ")"
+    return "labelled data" if labels is not None else "none: judged as a regression model"
 
 
 def _has_labels(dataset, example_inputs: tuple, seed: int) -> bool:
@@ -442,6 +458,11 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
         decidable = (top2[:, 0] - top2[:, 1]) >= step
         metrics["decidable_samples"] = int(decidable.sum())
         metrics["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
+        # where only one of the two paths agrees with float (ethosweep.verify.verdicts, McNemar)
+        metrics["top1_discordant"] = {
+            "quantized_only": int(((qp == fp) & (npp != fp) & decidable).sum()),
+            "npu_only": int(((npp == fp) & (qp != fp) & decidable).sum()),
+        }
         if labels is not None:
             metrics["top1_float"] = float((fp == labels).float().mean())
             metrics["top1_quantized"] = float((qp == labels).float().mean())
@@ -457,6 +478,7 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
                 if excess > worst_excess:
                     worst_output, worst_excess = index, excess
         per_sample.append(worst)
+    metrics["uncompared_outputs"] = [i for i in range(len(npu_out[0])) if i >= len(scales) or not scales[i]]
     measured = [s for s in per_sample if s is not None]
     if measured:
         metrics["max_error_steps"] = round(max(measured), 4)
@@ -469,7 +491,40 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
     metrics["float_output_max_abs"] = float(all_float.abs().max())
     metrics.update(against_float(float_out, npu_out, scales))
     metrics["snr_db_npu_vs_float"] = _finite(snr_db(all_float, all_npu))
+    quantized = against_float(float_out, quant_out, scales)
+    metrics["cosine_quantized_vs_float"] = quantized["cosine_npu_vs_float"]
+    metrics["relative_error_quantized_vs_float"] = quantized["relative_error_npu_vs_float"]
+    metrics["error_against_float"] = error_against_float(float_out, quant_out, npu_out, scales, allowed)
     return metrics
+
+
+def error_against_float(float_out, quant_out, npu_out, scales, allowed: list | None = None) -> dict:
+    """The NPU path's and the quantized model's error energy against float (sums of squared
+    differences over every output value), the paired per-sample difference's standard error, and the
+    extra energy ExecuTorch's output tolerance allows the NPU (its `allowed` steps at every value of
+    a quantized output): what ethosweep.verify.verdicts.npu_worse_than_quantized weighs."""
+    npu, quantized, signal, extra = [], [], 0.0, 0.0
+    for outputs_f, outputs_q, outputs_n in zip(float_out, quant_out, npu_out):
+        npu.append(sum(float(((n.double() - f.double()) ** 2).sum()) for f, n in zip(outputs_f, outputs_n)))
+        quantized.append(sum(float(((q.double() - f.double()) ** 2).sum()) for f, q in zip(outputs_f, outputs_q)))
+        signal += sum(float((f.double() ** 2).sum()) for f in outputs_f)
+        for index, f in enumerate(outputs_f):
+            if index < len(scales) and scales[index]:
+                steps = allowed[index] if allowed and index < len(allowed) else 1.0
+                extra += f.numel() * (steps * scales[index]) ** 2
+    differences = torch.tensor([n - q for n, q in zip(npu, quantized)], dtype=torch.float64)
+    samples = len(differences)
+    error = float(differences.std(unbiased=True)) / math.sqrt(samples) if samples > 1 else math.inf
+    decibels = lambda noise: None if noise == 0 else _finite(10 * math.log10(signal / noise)) if signal else None  # noqa: E731
+    return {
+        "samples": samples,
+        "npu": sum(npu),
+        "quantized": sum(quantized),
+        "allowed_extra": extra,
+        "standard_error": error,
+        "snr_db_npu": decibels(sum(npu)),
+        "snr_db_quantized": decibels(sum(quantized)),
+    }
 
 
 def against_float(float_out, npu_out, scales) -> dict:
