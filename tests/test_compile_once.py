@@ -19,8 +19,11 @@ from ethosweep.runtime.io import read_json
 from ethosweep.vela.compile import compile_cell
 
 
-def reference_pte(quantized: Path, target: str, system_config: str, memory_mode: str, vela: dict) -> bytes:
-    """The full flow for one cell: partitioning, TOSA and Vela inside ExecuTorch's lowering."""
+def reference_pte(
+    quantized: Path, target: str, system_config: str, memory_mode: str, vela: dict, additional_checks=None
+) -> bytes:
+    """The full flow for one cell: partitioning, TOSA and Vela inside ExecuTorch's lowering
+    (`additional_checks`: the partitioner's operator-support checks, as its users pass them)."""
     from executorch.backends.arm.ethosu import EthosUPartitioner
     from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
@@ -28,7 +31,11 @@ def reference_pte(quantized: Path, target: str, system_config: str, memory_mode:
     spec = ethosu_compile_spec(target, system_config, memory_mode, vela)
     edge = to_edge_transform_and_lower(
         load_quantized(quantized),
-        partitioner=[EthosUPartitioner(spec)],
+        partitioner=[
+            EthosUPartitioner(spec, additional_checks=additional_checks)
+            if additional_checks
+            else EthosUPartitioner(spec)
+        ],
         compile_config=EdgeCompileConfig(_check_ir_validity=False),
     )
     edge = edge.transform([ReplaceQuantNodesPass()])
@@ -105,3 +112,60 @@ def test_the_lowering_does_not_depend_on_the_target_within_a_profile(tiny_sweep)
     )
     assert cell["template_sha256"] == lowered["template_sha256"]
     assert [p["tosa_sha256"] for p in cell["partitions"]] == [p["tosa_sha256"] for p in lowered["partitions"]]
+
+
+@pytest.mark.parametrize(
+    "keep", [{"node": "aten_convolution_default_1"}, {"module": "conv2"}], ids=["by-node-name", "by-module-path"]
+)
+def test_keep_on_cpu_lowers_as_executorchs_own_operator_support_checks(tiny_sweep, tmp_path, keep):
+    """`keep_on_cpu` keeps a named layer on the CPU: the cell's .pte is byte-identical to the full
+    flow with ExecuTorch's own DontPartitionName (a node) or DontPartitionModule (a module path)."""
+    from executorch.exir.backend.operator_support import DontPartitionModule, DontPartitionName
+
+    from ethosweep.compile.lower import lower_to_tosa
+
+    quantized = tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2"
+    lowered = tmp_path / "lowered"
+    record = lower_to_tosa(
+        quantized=str(quantized),
+        profile="u55",
+        template=str(lowered / "template.pte"),
+        tosa_dir=str(lowered / "tosa"),
+        edge=str(lowered / "edge.pt2"),
+        delegation=str(lowered / "delegation.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        meta=str(lowered / "lower.json"),
+        keep_on_cpu=[keep],
+    )
+    # the second convolution stays on the CPU, between two partitions
+    table = read_json(lowered / "delegation.json")
+    assert record["delegated"] == "partial" and table["partitions"] == 2
+    # (with its ReLU, which the partitioner fuses with it, and its weights' dequantize)
+    assert table["cpu_operators"]["aten_convolution_default"] == 1 and "aten_relu_default" in table["cpu_operators"]
+    compile_cell(
+        template=str(lowered / "template.pte"),
+        lower_meta=str(lowered / "lower.json"),
+        target="ethos-u55-128",
+        system_config="Ethos_U55_High_End_Embedded",
+        memory_mode="Shared_Sram",
+        vela={},
+        pte=str(tmp_path / "model.pte"),
+        summary=str(tmp_path / "summary.json"),
+        per_layer=str(tmp_path / "per_layer.csv"),
+        meta=str(tmp_path / "compile.json"),
+        repro=str(tmp_path / "repro"),
+    )
+    check = DontPartitionName(keep["node"]) if "node" in keep else DontPartitionModule(instance_name=keep["module"])
+    expected = reference_pte(
+        quantized, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {}, additional_checks=[check]
+    )
+    ours = (tmp_path / "model.pte").read_bytes()
+    # The same program (every field, every delegate's Vela command stream and weights). Its bytes
+    # are those of ExecuTorch's program after ExecuTorch's own deserialise-serialise round trip:
+    # with a convolution on the CPU, to_executorch's serialiser writes a default-valued field of
+    # its kernel call that the round trip (which the vela stage's assembly is) leaves out.
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    assert deserialize_pte_binary(ours).program == deserialize_pte_binary(expected).program
+    assert ours == bytes(serialize_pte_binary(deserialize_pte_binary(expected)))
+    assert len(ours) == len(expected)

@@ -48,3 +48,21 @@ def test_user_files(tmp_path):
         load_splits({"path": str(tmp_path / "data.npz")}, (torch.rand(1, 3, 4, 4),), 0)
     with pytest.raises(DatasetError, match="a dataset can feed single-input models only"):
         load_splits("digits", (torch.rand(1, 64), torch.rand(1, 64)), 0)
+
+
+def test_random_data_calibrates_and_evaluates_on_one_distribution_drawn_apart():
+    """`dataset: random`: calibration and evaluation inputs uniform in the example's range, seeded,
+    never the same samples (ethosweep.compile.artifacts)."""
+    from ethosweep.compile.artifacts import calibration_set, evaluation_set
+
+    example = (torch.rand(1, 3, 8, 8) * 2 - 1,)
+    low, high = float(example[0].min()), float(example[0].max())
+    calibration, said = calibration_set(example, "random", 20, seed=0)
+    again, _ = calibration_set(example, "random", 20, seed=0)
+    assert len(calibration) == 20 and said == "20 random inputs in the example inputs' value range (dataset: random)"
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(calibration, again))
+    assert all(low <= float(c[0].min()) and float(c[0].max()) <= high for c in calibration)
+    evaluation, labels, described = evaluation_set(example, "random", 0, 500, 8)
+    assert labels is None and len(evaluation) == 8 and "(calibrated on others of the kind)" in described
+    drawn = {c[0].sum().item() for c in calibration}
+    assert not drawn & {e[0].sum().item() for e in evaluation}

@@ -58,3 +58,84 @@ def test_partitions_add_up_except_sram_which_is_reused():
 def test_mac_utilisation_is_against_the_accelerators_peak():
     assert mac_utilisation(1135872, 138824, "Ethos_U55_128") == pytest.approx(1135872 / (138824 * 128))
     assert mac_utilisation(1, 0, "Ethos_U55_128") is None
+
+
+def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cpu(tmp_path):
+    """tests/models/residual_int16.py, a16w8 on Ethos-U55: Vela 5.1.0 refuses its residual add of a
+    convolution's accumulator. Bisection over the partition finds that part and names it by the
+    model's modules; the smallest part is kept as a reproducer Vela still refuses; kept on the CPU
+    by `keep_on_cpu` (ExecuTorch's own DontPartition check), the rest compiles."""
+    from ethosweep.compile.compile_spec import vela_flags
+    from ethosweep.compile.export import export_model
+    from ethosweep.compile.lower import lower_to_tosa
+    from ethosweep.compile.quantize import quantize_model
+    from ethosweep.runtime.isolation import ToolFailed
+    from ethosweep.vela.compile import VelaFailure, compile_cell, compile_partition
+    from test_verify import lower
+
+    repo = Path(__file__).resolve().parents[1]
+    export_model(
+        model={"name": "residual", "file": "tests/models/residual_int16.py"},
+        seed=0,
+        program=str(tmp_path / "program.pt2"),
+        inputs=str(tmp_path / "inputs.pt"),
+        reference=str(tmp_path / "reference.pt"),
+        meta=str(tmp_path / "export.json"),
+        base_dir=str(repo),
+    )
+    quantize_model(
+        program=str(tmp_path / "program.pt2"),
+        inputs=str(tmp_path / "inputs.pt"),
+        scheme="a16w8",
+        profile="u55",
+        quantized=str(tmp_path / "residual.pt2"),
+        meta=str(tmp_path / "quantize.json"),
+    )
+
+    def cell(lowered: Path, out: str):
+        return compile_cell(
+            template=str(lowered / "template.pte"),
+            lower_meta=str(lowered / "lower.json"),
+            target="ethos-u55-128",
+            system_config="Ethos_U55_High_End_Embedded",
+            memory_mode="Shared_Sram",
+            vela={},
+            pte=str(tmp_path / out / "model.pte"),
+            summary=str(tmp_path / out / "summary.json"),
+            per_layer=str(tmp_path / out / "per_layer.csv"),
+            meta=str(tmp_path / out / "compile.json"),
+            repro=str(tmp_path / out / "repro"),
+            tosa_sources=str(lowered / "tosa_sources.json"),
+        )
+
+    lowered = lower(tmp_path, "residual")
+    with pytest.raises(VelaFailure) as refused:
+        cell(lowered, "cell")
+    reason = str(refused.value)
+    assert reason.startswith(
+        "Vela 5.1.0 cannot compile stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels) in partition 0 on "
+        "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU (found in "
+    )
+    (part,) = refused.value.details["refused"]
+    assert part["modules"] == ["stem", "project"] and "add" in part["nodes"]
+    assert part["operators"].count("CONV2D") == 2 and "ADD" in part["operators"]
+    # the smallest part of the partition Vela still refuses, in the reproducer
+    smallest = (tmp_path / "cell/repro/partition_0_refused.tosa").read_bytes()
+    flags = vela_flags("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {})
+    with pytest.raises(ToolFailed, match="Non-passthrough operation"):
+        compile_partition(smallest, flags, tmp_path / "again", "Vela")
+    # the residual add kept on the CPU: the rest compiles, both convolutions on the NPU
+    kept = tmp_path / "kept"
+    record = lower_to_tosa(
+        quantized=str(tmp_path / "residual.pt2"),
+        profile="u55",
+        template=str(kept / "template.pte"),
+        tosa_dir=str(kept / "tosa"),
+        edge=str(kept / "edge.pt2"),
+        delegation=str(kept / "delegation.json"),
+        tosa_sources=str(kept / "tosa_sources.json"),
+        meta=str(kept / "lower.json"),
+        keep_on_cpu=[{"operator": "aten.add.Tensor"}],
+    )
+    compiled = cell(kept, "kept_cell")
+    assert record["delegated"] == "partial" and compiled["pte_bytes"] > 0

@@ -175,6 +175,7 @@ def pipeline(
         profile=profile,
         quantized=str(tmp / f"{name}.pt2"),
         meta=str(tmp / "quantize.json"),
+        dataset=options.get("dataset"),
     )
     return verify(tmp, name, lower(tmp, name, profile), **options)
 
@@ -657,3 +658,21 @@ def test_every_way_an_activation_is_accounted_for_names_a_test_that_exists():
     for entry in ACCOUNTED_FOR:
         path, _, name = entry.test.partition("::")
         assert f"def {name}(" in (REPO / path).read_text(), entry.name
+
+
+def test_a_random_weight_model_on_random_data_gets_a_judged_verdict(tmp_path):
+    """MobileNetV2 with random weights: its BatchNorms calibrated before export and `dataset: random`
+    (calibration and evaluation inputs of one distribution): both checks judged, no "inconclusive"."""
+    model = {
+        "name": "mv2",
+        "import": "torchvision.models:mobilenet_v2",
+        "inputs": [{"shape": [1, 3, 32, 32], "dtype": "float32", "range": [0, 1]}],
+        "init": {"batchnorm": "calibrate"},
+    }
+    record = pipeline(tmp_path, "", "mv2", model=model, dataset="random")
+    assert record["verdict"] == "ok", record["reason"]
+    assert [c["verdict"] for c in record["checks"]] == ["ok", "ok"]
+    # the NPU path is judged against the quantized model; the loss against float is said, not judged
+    assert record["checks"][1]["detail"].startswith("ok, not judged against float: on random inputs")
+    assert record["data"].endswith("random inputs in their value range (calibrated on others of the kind)")
+    assert record["metrics"]["float_output_max_abs"] > 1e-3  # not BatchNorm's initial 1e-9

@@ -192,6 +192,11 @@ def cell_vela_version(wildcards):
     return cell_of(wildcards).vela_version
 
 
+def model_keep_on_cpu(wildcards):
+    """What the model's config keeps on the CPU (`keep_on_cpu`), as the lower stage takes it."""
+    return [dict(item) for item in SWEEP.models[wildcards.model].keep_on_cpu]
+
+
 def model_dataset(wildcards):
     return SWEEP.models[wildcards.model].dataset
 

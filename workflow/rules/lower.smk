@@ -22,6 +22,8 @@ rule lower_to_tosa:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident
         mem_mb=2000,
     params:
+        # operators the model's config keeps on the CPU (the partitioner's operator-support checks)
+        keep_on_cpu=model_keep_on_cpu,
         tools=stage_versions("ethosweep.compile.lower"),
         code=code_version("ethosweep.compile.lower"),
     script:

@@ -32,6 +32,8 @@ rule compile_with_vela:
     input:
         template=of_profile(f"{LOWERED}/template.pte"),
         lower_meta=of_profile(f"{LOWERED}/lower.json"),
+        # where each TOSA tensor comes from: names what Vela refuses in the model's terms
+        tosa_sources=of_profile(f"{LOWERED}/tosa_sources.json"),
         vela_ini=custom_vela_ini,
         vela_env=cell_vela_env,
     output:

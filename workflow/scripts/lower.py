@@ -12,4 +12,5 @@ run_stage(
     delegation=snakemake.output.delegation,
     tosa_sources=snakemake.output.tosa_sources,
     meta=snakemake.output.meta,
+    keep_on_cpu=snakemake.params.keep_on_cpu,
 )

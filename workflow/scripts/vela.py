@@ -18,6 +18,7 @@ run_stages(
             repro=snakemake.params.repro,
             vela_version=snakemake.params.vela_version,
             vela_env=snakemake.input.vela_env[0] if snakemake.input.vela_env else None,
+            tosa_sources=snakemake.input.tosa_sources,
         ),
     ),
     (

@@ -35,18 +35,28 @@ def load_edge(path: str):
     return load(path)
 
 
+# `dataset: random`: no real data, but inputs of the distribution the model is evaluated on
+# (uniform in its example inputs' value range), calibration and evaluation drawn apart (seeds).
+RANDOM = "random"
+
+
 def calibration_set(example_inputs: tuple, dataset, samples: int, seed: int) -> tuple[list[tuple], str]:
-    """The calibration inputs: the dataset's calibration split, or (as aot_arm_compiler does
-    without --calibration_data) the example inputs alone."""
+    """The calibration inputs: the dataset's calibration split, `samples` random inputs in the example
+    inputs' range (`dataset: random`), or (as aot_arm_compiler does without --calibration_data)
+    the example inputs alone."""
     if dataset is None:
         return [example_inputs], "the example inputs"
+    if dataset == RANDOM:
+        generator = torch.Generator().manual_seed(seed + 3)
+        drawn = [tuple(random_like(t, generator) for t in example_inputs) for _ in range(samples)]
+        return drawn, f"{samples} random inputs in the example inputs' value range (dataset: random)"
     splits = load_splits(dataset, example_inputs, seed)
     return splits.calibration(samples), f"{min(samples, len(splits.train_x))} samples of {splits.source}"
 
 
 def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples: int, random_samples: int):
     """(list of input tuples, labels or None, description); `random_samples` inputs without a dataset."""
-    if dataset is not None:
+    if dataset is not None and dataset != RANDOM:
         splits = load_splits(dataset, example_inputs, seed)
         x, y = splits.evaluation(evaluation_samples)
         return [(s.unsqueeze(0),) for s in x], y, f"{len(x)} held-out samples of {splits.source}"
@@ -55,7 +65,8 @@ def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples
     samples = [example_inputs]
     for _ in range(max(0, random_samples - 1)):
         samples.append(tuple(random_like(t, generator) for t in example_inputs))
-    return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range (no dataset)"
+    calibrated = "calibrated on others of the kind" if dataset == RANDOM else "no dataset"
+    return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range ({calibrated})"
 
 
 def random_like(t: torch.Tensor, generator) -> torch.Tensor:

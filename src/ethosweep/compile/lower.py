@@ -100,18 +100,38 @@ def recording_rejections():
         tosa_partitioner.WhyNoPartitionReporter = original
 
 
-def lower_to_edge(exported, profile: str):
+def keep_on_cpu_checks(keep_on_cpu: list[dict]) -> list:
+    """ExecuTorch's own operator-support checks for what a model keeps on the CPU (`keep_on_cpu`):
+    a module path (DontPartitionModule), a node name (DontPartitionName), an operator (DontPartition)."""
+    from executorch.exir.backend.operator_support import DontPartition, DontPartitionModule, DontPartitionName
+
+    checks = []
+    for item in keep_on_cpu:
+        if "module" in item:
+            checks.append(DontPartitionModule(instance_name=item["module"]))
+        elif "node" in item:
+            checks.append(DontPartitionName(item["node"]))
+        elif "operator" in item:
+            checks.append(DontPartition(item["operator"]))
+    return checks
+
+
+def lower_to_edge(exported, profile: str, keep_on_cpu: list[dict] = ()):
     """(edge program manager with TOSA payloads, the partitioner's rejections)."""
     from executorch.backends.arm.ethosu import EthosUPartitioner
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     # The profile's representative compile spec: only its TOSA specification shapes the lowered
     # graph; the vela stage replaces the compile specs recorded in the program by each cell's own.
+    checks = keep_on_cpu_checks(keep_on_cpu)
+    partitioner = (
+        EthosUPartitioner(profile_compile_spec(profile), additional_checks=checks)
+        if checks
+        else EthosUPartitioner(profile_compile_spec(profile))
+    )
     with vela_left_out(), recording_rejections() as rejections:
         edge = to_edge_transform_and_lower(
-            exported,
-            partitioner=[EthosUPartitioner(profile_compile_spec(profile))],
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            exported, partitioner=[partitioner], compile_config=EdgeCompileConfig(_check_ir_validity=False)
         )
     return edge, rejections
 
@@ -232,10 +252,19 @@ def delegate_payloads(program_bytes: bytes) -> list[bytes]:
 
 
 def lower_to_tosa(
-    quantized: str, profile: str, template: str, tosa_dir: str, edge: str, delegation: str, tosa_sources: str, meta: str
+    quantized: str,
+    profile: str,
+    template: str,
+    tosa_dir: str,
+    edge: str,
+    delegation: str,
+    tosa_sources: str,
+    meta: str,
+    keep_on_cpu: list[dict] = (),
 ) -> dict:
     """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
-    the edge program, the delegation table and metadata."""
+    the edge program, the delegation table and metadata. `keep_on_cpu`: what the model's config
+    keeps on the CPU (keep_on_cpu_checks)."""
     from pathlib import Path
 
     from executorch.exir.serde.serialize import save as save_edge
@@ -246,7 +275,7 @@ def lower_to_tosa(
             running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
             recording_tensor_sources() as sources,
         ):
-            lowered, rejections = lower_to_edge(load_quantized(quantized), profile)
+            lowered, rejections = lower_to_edge(load_quantized(quantized), profile, keep_on_cpu)
     except Exception as error:
         log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
         raise StageError(
@@ -295,6 +324,7 @@ def lower_to_tosa(
             for i, t in enumerate(partitions)
         ],
         "delegated": table["delegated"],
+        **({"keep_on_cpu": list(keep_on_cpu)} if keep_on_cpu else {}),
         "seconds": round(time.perf_counter() - started, 2),
         "versions": tool_versions(),
     }

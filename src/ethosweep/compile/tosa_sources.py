@@ -32,6 +32,12 @@ def node_sources(node) -> list[str]:
     return chain
 
 
+def module_path(node) -> str:
+    """The path of the innermost nn.Module a node belongs to ('features.3.conv.1'), or ''."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return str(list(stack.values())[-1][0]) if stack else ""
+
+
 def _rank(node) -> int | None:
     value = node.meta.get("val") if hasattr(node, "meta") else None
     return len(value.shape) if hasattr(value, "shape") else None
@@ -132,7 +138,13 @@ def recording_tensor_sources():
         orders = dimension_orders(graph_module)
         recorded.append(
             {
-                n.name: {"sources": node_sources(n), "order": orders.get(n.name), "inputs": _input_names(n)}
+                n.name: {
+                    "sources": node_sources(n),
+                    "order": orders.get(n.name),
+                    "inputs": _input_names(n),
+                    # the model's nn.Module the node belongs to (what a report and keep_on_cpu name)
+                    "module": module_path(n),
+                }
                 for n in graph_module.graph.nodes
                 if n.op == "call_function"
             }

@@ -360,9 +360,9 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
         if name in models:
             raise ConfigError(f"{where}.name: model name {name!r} is used twice; model names must be unique")
         dataset, train = entry.get("dataset"), entry.get("train")
-        if train is not None and dataset is None:
+        if train is not None and dataset in (None, "random"):
             raise ConfigError(
-                f"{where} ({name}): `train` needs a `dataset` to train on (for example `dataset: digits`)"
+                f"{where} ({name}): `train` needs a `dataset` with labels to train on (for example `dataset: digits`)"
             )
         if isinstance(dataset, dict) and not (base / dataset["path"]).exists():
             raise ConfigError(
@@ -374,6 +374,7 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             "classifier": entry.get("classifier"),
             "reads": _model_reads(entry.get("reads", []), f"{where}.reads ({name})", base),
             "init": {k: v for k, v in (entry.get("init") or {}).items() if v != "keep"},
+            "keep_on_cpu": tuple(dict(item) for item in entry.get("keep_on_cpu") or ()),
         }
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:

@@ -34,6 +34,8 @@ class ModelSpec:
     reads: tuple[str, ...] = ()  # files the model's code reads (weights, labels): its export's inputs
     # how the model's state is set before export, beyond what its code does: {"batchnorm": "calibrate"}
     init: dict = field(default_factory=dict, hash=False)
+    # operators the partitioner leaves on the CPU: ({"module": ...} | {"node": ...} | {"operator": ...}, ...)
+    keep_on_cpu: tuple = ()
 
     @property
     def source(self) -> str:

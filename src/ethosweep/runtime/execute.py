@@ -53,6 +53,7 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
         "reason": outcome["reason"],
         "recorded": bool(outcome.get("recorded")),
         "reproducer": outcome.get("reproducer"),
+        "details": outcome.get("details") or {},
     }
 
 
@@ -71,6 +72,8 @@ def run_here(request: dict[str, Any]) -> dict[str, Any]:
                 "reason": one_line(error),
                 "recorded": is_recorded(error),
                 "reproducer": getattr(error, "reproducer", None),
+                # what else the stage found out about it (a Vela refusal: the operators refused)
+                "details": getattr(error, "details", None) or {},
             }
     return {"ok": True, "reason": ""}
 

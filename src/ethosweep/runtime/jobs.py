@@ -102,6 +102,7 @@ def run_stages(
         label,
         output=str(smk.output[0]),
         reproducer=outcome.get("reproducer"),
+        details=outcome.get("details"),
     )
     write_failure(record, _files(smk, directories), directories)
 

@@ -77,9 +77,12 @@ def write_failure(record: dict, files: Iterable[str], directories: Iterable[str]
         atomic_write_text(file, text)
 
 
-def failure_record(stage: str, reason: str, log: str, job: str, output: str, reproducer: str | None = None) -> dict:
+def failure_record(
+    stage: str, reason: str, log: str, job: str, output: str, reproducer: str | None = None, details: dict | None = None
+) -> dict:
     """What a failed stage records: which stage, why (one line), where its log and reproducer are,
-    and the failed job's first output (`snakemake --forcerun <output>` retries it)."""
+    the failed job's first output (`snakemake --forcerun <output>` retries it), and what else the
+    stage found out (`details`: the operators Vela refused)."""
     return {
         "stage": stage,
         "reason": reason,
@@ -87,6 +90,7 @@ def failure_record(stage: str, reason: str, log: str, job: str, output: str, rep
         "job": job,
         "output": output,
         **({"reproducer": reproducer} if reproducer else {}),
+        **(details or {}),
     }
 
 

@@ -325,12 +325,15 @@ def compile_cell(
     repro: str,
     vela_version: str | None = None,
     vela_env: str | None = None,
+    tosa_sources: str | None = None,
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
     `repro`: the folder a Vela failure leaves its reproducer in (removed after a success).
     `vela_version`, `vela_env`: another Vela version than the installed one, and the env.json of
     its environment (ethosweep.vela.environment); None compiles with the installed Vela.
+    `tosa_sources`: the lower stage's record of where each TOSA tensor comes from, to name the
+    operators Vela refuses in the model's terms (ethosweep.vela.refusals).
     """
     environment = read_json(vela_env) if vela_version is not None else None
     if environment is not None and environment["version"] != vela_version:
@@ -362,7 +365,10 @@ def compile_cell(
                             vela_command=vela_command,
                         )
                 except (ToolCrashed, ToolFailed) as error:
-                    raise _vela_failure(error, index, where, Path(repro), tosa, flags, vela, vela_version) from error
+                    located = _locate(error, tosa, index, flags, vela_command, tosa_sources, Path(tmp))
+                    raise _vela_failure(
+                        error, index, where, Path(repro), tosa, flags, vela, vela_version, located
+                    ) from error
             payload, row, layer_rows = compiled[key]
             payloads.append(payload)
             rows.append({**row, "partition": index})
@@ -424,6 +430,37 @@ class VelaFailure(StageError):
     pass
 
 
+# Vela's words for an operator it cannot place (as opposed to a configuration it rejects, which no
+# operator of the partition causes): only then are the refused operators looked for.
+OPERATOR_REFUSAL = re.compile(r"operation|operator|could not run on NPU|not supported|unsupported", re.I)
+
+
+def _locate(
+    error: StageError, tosa: bytes, index: int, flags: list[str], vela_command, sources: str | None, workdir: Path
+):
+    """The operators of the partition Vela refuses (ethosweep.vela.refusals), by the same Vela with
+    the same flags on parts of it, or None when the failure is not an operator's."""
+    from ethosweep.vela import refusals
+
+    crashed = isinstance(error, ToolCrashed)
+    if (crashed and error.signal_name == "SIGKILL") or not (crashed or OPERATOR_REFUSAL.search(str(error))):
+        return None
+    tries = iter(range(1_000_000))
+
+    def refuses(part: bytes) -> bool:
+        try:
+            compile_partition(part, flags, workdir / f"locate_{next(tries)}", "Vela on a part", vela_command)
+        except (ToolCrashed, ToolFailed):
+            return True
+        return False
+
+    with running("Vela", f"locating what it refuses in partition {index}"):
+        located = refusals.locate(tosa, refuses)
+    recorded = read_json(sources)[index] if sources else {}
+    located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
+    return located
+
+
 def _vela_failure(
     error: StageError,
     index: int,
@@ -433,17 +470,39 @@ def _vela_failure(
     flags: list[str],
     vela: dict,
     vela_version: str | None = None,
+    located=None,
 ) -> VelaFailure:
-    """The one-line failure of a cell's Vela run, after leaving a reproducer."""
+    """The one-line failure of a cell's Vela run, after leaving a reproducer (and, where the
+    refused operators were found, the smallest part of the partition that still fails)."""
     tool = "Vela" if vela_version is None else f"Vela {vela_version}"
+    version = vela_version or tool_versions()["vela"]
+    message = str(error).removeprefix(f"Vela on partition {index}: ")
     if isinstance(error, ToolCrashed) and error.signal_name == "SIGKILL":
         reason = f"{tool} was killed (SIGKILL) compiling partition {index} for {where}: out of memory?"
+    elif located is not None and located.refused:
+        named = "; ".join(r.description for r in located.refused[:3]) + (
+            f"; and {len(located.refused) - 3} more" if located.refused[3:] else ""
+        )
+        what = f"crashed ({error.signal_name})" if isinstance(error, ToolCrashed) else message
+        reason = (
+            f"Vela {version} cannot compile {named} in partition {index} on {where}: {what} (found in "
+            f"{located.tries} Vela runs on parts of it{'' if located.complete else ', stopped at the limit'})"
+        )
     elif isinstance(error, ToolCrashed):
         reason = f"{tool} crashed ({error.signal_name}) compiling partition {index} for {where}"
     else:
-        reason = f"{tool} failed on partition {index}: {str(error).removeprefix(f'Vela on partition {index}: ')}"
+        reason = f"{tool} failed on partition {index}: {message}"
     folder = write_reproducer(repro, tosa, index, flags, vela, reason, vela_version)
+    if located is not None and located.minimal_tosa:
+        name = f"partition_{index}_refused.tosa"
+        (folder / name).write_bytes(located.minimal_tosa)
+        with open(folder / "README.txt", "a") as readme:
+            readme.write(
+                f"\n{name}: the smallest part of the partition that {tool} still refuses (the same command "
+                f"with {name} in place of partition_{index}.tosa reproduces it).\n"
+            )
     failure = VelaFailure(f"{reason} (reproducer: {folder}/)")
     failure.recorded = error.recorded
     failure.reproducer = f"{folder}/"
+    failure.details = {"refused": [r.as_dict() for r in located.refused]} if located and located.refused else {}
     return failure

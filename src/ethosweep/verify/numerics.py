@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.artifacts import evaluation_set, load_edge, load_quantized, load_tensors
+from ethosweep.compile.artifacts import RANDOM, evaluation_set, load_edge, load_quantized, load_tensors
 from ethosweep.compile.datasets import load_splits
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.integrity import verify as verify_artifact
@@ -310,7 +310,13 @@ def verify_numerics(
         location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], read_json(tosa_sources))
     untrained = untrained_weights(paths.exported.state_dict)
     verdict = judge(
-        metrics, location, thresholds, is_classifier, untrained, worst[0] if worst else None, dataset is not None
+        metrics,
+        location,
+        thresholds,
+        is_classifier,
+        untrained,
+        worst[0] if worst else None,
+        RANDOM if dataset == RANDOM else dataset is not None,
     )
     record = {
         "data": described,
@@ -382,7 +388,9 @@ def _classifier_evidence(classifier: bool | None, labels) -> str:
 
 
 def _has_labels(dataset, example_inputs: tuple, seed: int) -> bool:
-    return dataset is not None and load_splits(dataset, example_inputs, seed).eval_y is not None
+    if dataset is None or dataset == RANDOM:
+        return False
+    return load_splits(dataset, example_inputs, seed).eval_y is not None
 
 
 def locate_on(npu_module, quant_module, sample: tuple, tensor_sources: list) -> dict:

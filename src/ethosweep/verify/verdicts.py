@@ -41,7 +41,9 @@ model does not already lose?* Two checks answer it, each only as far as the evid
      an all-0 reference is not judged, nor the relative error of a reference at noise scale).
    Beyond them it is flagged with the layer where the SNR against float drops most, if the model
    was evaluated on real data. Without a dataset the model was calibrated on its example inputs
-   alone and evaluated on inputs calibration never saw: inconclusive, with the numbers.
+   alone and evaluated on inputs calibration never saw: inconclusive, with the numbers. With
+   `dataset: random` (random weights, no real data: calibrated and evaluated on random inputs of
+   one distribution) the loss against float measures no accuracy: said in a note, not judged.
 
 Torch-free: it works on the metrics the verify stage measured.
 """
@@ -373,9 +375,10 @@ def accuracy_check(
     classifier: bool,
     weights_untrained: str,
     worst_layer: dict | None,
-    has_data: bool,
+    has_data: bool | str,
 ) -> Check:
-    """The NPU path against float, judged as far as the evidence goes (see the module docstring)."""
+    """The NPU path against float, judged as far as the evidence goes (see the module docstring).
+    `has_data`: real data (True), none (False), or "random" (`dataset: random`)."""
     where = _worst(worst_layer)
     if classifier:
         decided, samples = metrics.get("decidable_samples") or 0, metrics.get("samples") or 0
@@ -424,7 +427,17 @@ def accuracy_check(
     return _judged("; ".join(failures) + (f"; {where}" if where else ""), weights_untrained, has_data, worst_layer)
 
 
-def _judged(detail: str, weights_untrained: str, has_data: bool, worst_layer: dict | None) -> Check:
+def _judged(detail: str, weights_untrained: str, has_data: bool | str, worst_layer: dict | None) -> Check:
+    if has_data == "random":
+        # calibrated and evaluated on random inputs of one distribution (`dataset: random`): a model
+        # with random weights, or without real data; its loss against float on such inputs measures
+        # no accuracy, so it is said, not judged (the lowering check answers for the NPU)
+        return Check(
+            "accuracy",
+            "ok",
+            f"ok, not judged against float: on random inputs (dataset: random) the loss against float measures "
+            f"no accuracy ({detail})",
+        )
     if not has_data:
         untrained = f"; and {weights_untrained}" if weights_untrained else ""
         return Check(
@@ -460,7 +473,7 @@ def judge(
     classifier: bool,
     weights_untrained: str,
     worst_layer: dict | None,
-    has_data: bool,
+    has_data: bool | str,
 ) -> Verdict:
     return Verdict(
         [

@@ -1,0 +1,258 @@
+"""When Vela refuses a partition: which of its operators it cannot compile, in the model's terms.
+
+Vela stops at the first operator it cannot place and names only its type ("Non-passthrough
+operation (Conv2D) could not run on NPU"): not which of MobileNetV2's 52 convolutions. This
+module finds them by compiling parts of the partition's TOSA with the same Vela, the same flags
+and the same accelerator, bisecting over its operators:
+
+- the operators are grouped in *units* that never separate two operators joined by an
+  accumulator (an INT32 or INT48 tensor: a convolution's result before its RESCALE, an int32
+  residual add): Vela only accepts an int16 convolution fused with its RESCALE, and a part cut
+  between them would be refused for the cut, not for the model;
+- a part that compiles holds no refused unit; one that does not is split in two, and each half
+  tried again; a single unit that does not compile is refused (when neither half of a failing
+  part fails alone, the part as a whole is reported);
+- each try is one Vela run on a small TOSA graph (the part's operators, their constants, the
+  tensors entering it as inputs, those leaving it as outputs), well under a second, and the
+  number of tries is bounded (`MAX_TRIES`).
+
+The refused units are named by the model's nodes their tensors come from (the lower stage's
+tosa_sources.json: the exported nodes and nn.Module path of each TOSA tensor) with the operator,
+its shapes and its element types. Torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+# Vela runs at most this many times to locate the refused operators of one partition: a
+# bisection finds k refused units among n in about 2k*log2(n) tries (MobileNetV2 a16w8 on
+# Ethos-U55: 5 of 80 units in 47 tries, 18 s on 2 busy cores); past it, what is left is reported
+# as it stands.
+MAX_TRIES = 64
+# Tensors that never cross a unit's boundary: a layer's accumulator before its RESCALE.
+ACCUMULATORS = ("DType.INT32", "DType.INT48")
+# Operators that carry no work of their own (constants, shapes, reshapes, which Vela passes
+# through): constants go with the units that read them, the others are left out of the parts.
+BOOKKEEPING = ("Op.CONST", "Op.CONST_SHAPE", "Op.RESHAPE")
+_NUMPY = {"DType.INT8": np.int8, "DType.INT16": np.int16, "DType.INT32": np.int32, "DType.BOOL": np.bool_}
+
+
+@dataclass
+class Refused:
+    """One unit of a partition Vela refuses: its operators and what they are in the model."""
+
+    operators: list[str]  # TOSA operator types, e.g. ["CONV2D", "RESCALE"]
+    tensors: list[str]  # the TOSA tensors they produce
+    nodes: list[str] = field(default_factory=list)  # the model's nodes they come from
+    modules: list[str] = field(default_factory=list)  # their nn.Module paths
+    description: str = ""  # 'features.3.conv.1 (conv2d, int16 in, 1x1, stride 1, 96 channels)'
+
+    def as_dict(self) -> dict:
+        return {
+            "operators": self.operators,
+            "tensors": self.tensors,
+            "nodes": self.nodes,
+            "modules": self.modules,
+            "description": self.description,
+        }
+
+
+@dataclass
+class Location:
+    refused: list[Refused]
+    tries: int
+    units: int
+    complete: bool  # False when MAX_TRIES ran out first
+    minimal_tosa: bytes | None = None  # the smallest part that still fails, for the reproducer
+
+    def as_dict(self) -> dict:
+        return {
+            "refused": [r.as_dict() for r in self.refused],
+            "tries": self.tries,
+            "units": self.units,
+            "complete": self.complete,
+        }
+
+
+# ---- the partition's operators, and a part of them as a TOSA graph of its own ------------------
+
+
+def _load(tosa: bytes, folder: str):
+    import tosa_serializer as ts
+
+    path = Path(folder) / "partition.tosa"
+    path.write_bytes(tosa)
+    graph = ts.TosaSerializer(folder)
+    if not graph.loadTosaFlatbuffer(str(path)):
+        raise ValueError("the partition's TOSA could not be read")
+    return graph
+
+
+def units(tosa: bytes) -> list[list[int]]:
+    """The partition's operators (indices, in graph order) grouped so that no accumulator crosses
+    from one group to another; bookkeeping operators and reshapes are left out (Vela passes them
+    through)."""
+    with tempfile.TemporaryDirectory() as folder:
+        block = _load(tosa, folder).regions[0].basicBlocks[0]
+        operators = list(block.operators)
+        compute = [i for i, op in enumerate(operators) if str(op.op) not in BOOKKEEPING]
+        producer = {tensor: i for i in compute for tensor in operators[i].outputs}
+        parent = {i: i for i in compute}
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                i = parent[i]
+            return i
+
+        for i in compute:
+            for tensor in operators[i].inputs:
+                if tensor in producer and str(block.getTensorByName(tensor).dtype) in ACCUMULATORS:
+                    parent[root(i)] = root(producer[tensor])
+        groups: dict[int, list[int]] = {}
+        for i in compute:
+            groups.setdefault(root(i), []).append(i)
+        return sorted(groups.values(), key=min)
+
+
+def part_of(tosa: bytes, keep: set[int]) -> bytes:
+    """A TOSA graph of the operators `keep` (indices) alone: their constants, the tensors they read
+    from outside the part as inputs, and the tensors they hand outside (or the partition's outputs)
+    as outputs."""
+    import tosa_serializer as ts
+
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as out:
+        block = _load(tosa, folder).regions[0].basicBlocks[0]
+        operators = list(block.operators)
+        kept = [operators[i] for i in sorted(keep) if str(operators[i].op) not in BOOKKEEPING]
+        constants = {op.outputs[0] for op in operators if str(op.op) == "Op.CONST"}
+        produced = {t for op in kept for t in op.outputs}
+        kept_ids = {id(op) for op in kept}
+        read_outside = {t for op in operators if id(op) not in kept_ids for t in op.inputs} | set(block.outputs)
+        graph = ts.TosaSerializer(out, targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
+        names: dict[str, str] = {}
+        for name in dict.fromkeys(t for op in kept for t in op.inputs):
+            if name in produced:
+                continue
+            tensor = block.getTensorByName(name)
+            if name in constants:
+                new = graph.addConst(list(tensor.shape), tensor.dtype, None, name=name)
+                new.data = list(tensor.data)
+            else:
+                dtype = _NUMPY.get(str(tensor.dtype), np.int8)
+                new = graph.addPlaceholder(list(tensor.shape), tensor.dtype, np.zeros(tensor.shape, dtype))
+            names[name] = new.name
+        for op in kept:
+            outputs = []
+            for name in op.outputs:
+                tensor = block.getTensorByName(name)
+                names[name] = graph.addIntermediate(list(tensor.shape), tensor.dtype).name
+                outputs.append(names[name])
+            graph.addOperator(op.op, [names[t] for t in op.inputs], outputs, _attribute(op.attributes))
+        leaving = [t for t in dict.fromkeys(t for op in kept for t in op.outputs) if t in read_outside]
+        written = graph.regions[0].basicBlocks[0]
+        for name in leaving or list(kept[-1].outputs):
+            graph.addOutputTensor(written.getTensorByName(names[name]))
+        return bytes(graph.serialize())
+
+
+def _attribute(loaded):
+    """A loaded operator's attribute as the serializer's writer takes it (TosaConv2dAttribute ->
+    TosaSerializerAttribute.Conv2dAttribute(pad, stride, ...), its fields by the writer's names)."""
+    import tosa_serializer as ts
+
+    wrapper = ts.TosaSerializerAttribute()
+    writer = getattr(wrapper, type(loaded).__name__.removeprefix("Tosa"))
+    fields = re.findall(r"(\w+): ", writer.__doc__.splitlines()[0])[1:]  # after `self`
+    writer(*(getattr(loaded, f) for f in fields))
+    return wrapper
+
+
+# ---- bisection --------------------------------------------------------------------------------
+
+
+def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_TRIES) -> Location:
+    """The units of the partition that `refuses` (Vela, with the cell's flags, on a TOSA graph:
+    True when it fails) will not compile, by bisection (see the module docstring)."""
+    grouped = units(tosa)
+    tries = 0
+    smallest: list[list[int]] | None = None
+
+    def fails(part: list[list[int]]) -> bool:
+        nonlocal tries, smallest
+        tries += 1
+        failed = refuses(part_of(tosa, {i for unit in part for i in unit}))
+        if failed and (smallest is None or len(part) < len(smallest)):
+            smallest = part
+        return failed
+
+    def refused(part: list[list[int]]) -> list[list[list[int]]]:
+        if tries >= max_tries or not fails(part):
+            return []
+        if len(part) == 1:
+            return [part]
+        middle = len(part) // 2
+        found = refused(part[:middle]) + refused(part[middle:])
+        return found or [part]  # refused only as a whole: the halves compile on their own
+
+    found = refused(grouped)
+    return Location(
+        refused=[_describe(tosa, [i for unit in part for i in unit]) for part in found],
+        tries=tries,
+        units=len(grouped),
+        complete=tries < max_tries,
+        minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}) if smallest else None,
+    )
+
+
+def _describe(tosa: bytes, indices: list[int]) -> Refused:
+    with tempfile.TemporaryDirectory() as folder:
+        block = _load(tosa, folder).regions[0].basicBlocks[0]
+        operators = [list(block.operators)[i] for i in indices]
+        refused = Refused(
+            operators=[str(op.op).removeprefix("Op.") for op in operators],
+            tensors=[t for op in operators for t in op.outputs],
+        )
+        main = next((op for op in operators if str(op.op) not in ("Op.RESCALE", "Op.CLAMP")), operators[0])
+        refused.description = _operator_terms(block, main)
+        return refused
+
+
+def _operator_terms(block, op) -> str:
+    """'conv2d, int16 in, 1x1, stride 1, 96 channels': the operator as its shapes and types say it."""
+    kind = str(op.op).removeprefix("Op.").lower().replace("depthwise_conv2d", "depthwise conv2d")
+    source = block.getTensorByName(op.inputs[0]) if op.inputs else None
+    parts = [kind]
+    if source is not None:
+        parts.append(f"{str(source.dtype).removeprefix('DType.').lower()} in")
+    if "conv" in kind and len(op.inputs) > 1:
+        weights = block.getTensorByName(op.inputs[1]).shape  # OHWI (conv2d) or HWCM (depthwise)
+        height, width = (weights[1], weights[2]) if kind == "conv2d" else (weights[0], weights[1])
+        stride = getattr(op.attributes, "stride", None)
+        parts.append(f"{height}x{width}")
+        if stride:
+            parts.append(f"stride {stride[0]}")
+        parts.append(f"{weights[0] if kind == 'conv2d' else weights[2] * weights[3]} channels")
+    return ", ".join(parts)
+
+
+def name_in_model(refused: Refused, sources: dict[str, dict]) -> Refused:
+    """Fill in the model's nodes and modules a refused unit comes from (the lower stage's
+    tosa_sources.json for this partition), and lead its description with the module."""
+    nodes, modules = [], []
+    for tensor in refused.tensors:
+        recorded = sources.get(tensor) or {}
+        nodes.extend(recorded.get("sources", [])[-1:])  # the outermost: the exported model's node
+        if recorded.get("module"):
+            modules.append(recorded["module"])
+    refused.nodes = list(dict.fromkeys(nodes))
+    refused.modules = list(dict.fromkeys(modules))
+    where = ", ".join(refused.modules or refused.nodes) or ", ".join(refused.tensors[:2])
+    refused.description = f"{where} ({refused.description})"
+    return refused
