@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from ethosweep.compile.datasets import load_splits
+from ethosweep.compile.inputs import random_like
 
 
 def load_tensors(path: str | Path) -> tuple:
@@ -67,10 +68,3 @@ def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples
         samples.append(tuple(random_like(t, generator) for t in example_inputs))
     calibrated = "calibrated on others of the kind" if dataset == RANDOM else "no dataset"
     return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range ({calibrated})"
-
-
-def random_like(t: torch.Tensor, generator) -> torch.Tensor:
-    if not t.dtype.is_floating_point:
-        return t.clone()
-    low, high = float(t.min()), float(t.max())
-    return (torch.rand(t.shape, generator=generator) * (high - low) + low).to(t.dtype)

@@ -24,15 +24,18 @@ Kept for the cells and the verify stage:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-import math
-import re
 import time
 
 from ethosweep.compile.artifacts import load_quantized
-from ethosweep.compile.compile_spec import profile_compile_spec
+from ethosweep.compile.lowering import (
+    delegate_payloads,
+    delegation_table,
+    lower_to_edge,
+    to_program,
+    with_cortex_m_quant_ops,
+)
 from ethosweep.compile.tosa_sources import recording_tensor_sources
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.activity import running
@@ -46,209 +49,6 @@ log = logging.getLogger(__name__)
 # partition with tosa-tools' serializer): a tosa-tools upgrade reruns the lowering
 # (ethosweep.runtime.packages). Vela is left out here, so a Vela upgrade does not.
 ALSO_RUNS = ("tosa-tools",)
-
-# Operators that appear outside every delegate without doing any compute:
-# the int8 <-> float boundary and tuple unpacking.
-BOOKKEEPING_OPS = {
-    "getitem",
-    "quantize_per_tensor",
-    "dequantize_per_tensor",
-    "quantize_per_tensor_default",
-    "dequantize_per_tensor_default",
-    "cortex_m_quantize_per_tensor_default",
-    "cortex_m_dequantize_per_tensor_default",
-}
-
-
-@contextlib.contextmanager
-def vela_left_out():
-    """Lower without Vela: each delegate's payload is its TOSA flatbuffer.
-
-    Patches the name EthosUBackend calls (a module attribute). Nothing else in the
-    lowered program depends on Vela's output, so the vela stage can put each cell's
-    payload in its place later.
-    """
-    from executorch.backends.arm.arm_vela import VelaCompileResult
-    from executorch.backends.arm.ethosu import backend as ethosu_backend
-
-    original = ethosu_backend.vela_compile
-    ethosu_backend.vela_compile = lambda tosa, args, **kwargs: VelaCompileResult(bytes(tosa))
-    try:
-        yield
-    finally:
-        ethosu_backend.vela_compile = original
-
-
-@contextlib.contextmanager
-def recording_rejections():
-    """Record why the partitioner left each node on the CPU (its WhyNoPartitionReporter)."""
-    from executorch.backends.arm.tosa import partitioner as tosa_partitioner
-
-    original = tosa_partitioner.WhyNoPartitionReporter
-    rejections: list[tuple[str, str]] = []
-
-    class RecordingReporter(original):
-        def report_reject(self, node, reason):
-            if node.op not in ("placeholder", "output"):
-                rejections.append((node.name, reason))
-            super().report_reject(node, reason)
-
-    tosa_partitioner.WhyNoPartitionReporter = RecordingReporter
-    try:
-        yield rejections
-    finally:
-        tosa_partitioner.WhyNoPartitionReporter = original
-
-
-def keep_on_cpu_checks(keep_on_cpu: list[dict]) -> list:
-    """ExecuTorch's own operator-support checks for what a model keeps on the CPU (`keep_on_cpu`):
-    a module path (DontPartitionModule), a node name (DontPartitionName), an operator (DontPartition)."""
-    from executorch.exir.backend.operator_support import DontPartition, DontPartitionModule, DontPartitionName
-
-    checks = []
-    for item in keep_on_cpu:
-        if "module" in item:
-            checks.append(DontPartitionModule(instance_name=item["module"]))
-        elif "node" in item:
-            checks.append(DontPartitionName(item["node"]))
-        elif "operator" in item:
-            checks.append(DontPartition(item["operator"]))
-    return checks
-
-
-def lower_to_edge(exported, profile: str, keep_on_cpu: list[dict] = ()):
-    """(edge program manager with TOSA payloads, the partitioner's rejections)."""
-    from executorch.backends.arm.ethosu import EthosUPartitioner
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-
-    # The profile's representative compile spec: only its TOSA specification shapes the lowered
-    # graph; the vela stage replaces the compile specs recorded in the program by each cell's own.
-    checks = keep_on_cpu_checks(keep_on_cpu)
-    partitioner = (
-        EthosUPartitioner(profile_compile_spec(profile), additional_checks=checks)
-        if checks
-        else EthosUPartitioner(profile_compile_spec(profile))
-    )
-    with vela_left_out(), recording_rejections() as rejections:
-        edge = to_edge_transform_and_lower(
-            exported, partitioner=[partitioner], compile_config=EdgeCompileConfig(_check_ir_validity=False)
-        )
-    return edge, rejections
-
-
-def with_cortex_m_quant_ops(edge):
-    """As aot_arm_compiler does: the CPU-side quantize and dequantize become cortex_m ops."""
-    from executorch.backends.cortex_m.passes.replace_quant_nodes_pass import ReplaceQuantNodesPass
-
-    return edge.transform([ReplaceQuantNodesPass()])
-
-
-def to_program(edge):
-    """The ExecuTorch program, serialised as aot_arm_compiler serialises it."""
-    from executorch.exir import ExecutorchBackendConfig
-
-    return edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
-
-
-def _op_type(node_name: str) -> str:
-    """A node's operator type as get_delegation_info names it ('aten_avg_pool2d_default_1' -> '..._default')."""
-    return re.sub(r"_\d+$", "", node_name)
-
-
-def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
-    """Operators on the NPU and on the CPU, as data (ExecuTorch's get_delegation_info),
-    with the partitioner's reason for each operator type left on the CPU."""
-    from executorch.devtools.backend_debug import get_delegation_info
-
-    info = get_delegation_info(edge.exported_program().graph_module)
-    operators = {
-        op: {"npu": b.delegated, "cpu": b.non_delegated} for op, b in sorted(info.delegation_by_operator.items())
-    }
-    cpu_compute = {op: n["cpu"] for op, n in operators.items() if n["cpu"] and op not in BOOKKEEPING_OPS}
-    reasons: dict[str, str] = {}
-    for node_name, reason in rejections:
-        op = _op_type(node_name)
-        if op in cpu_compute:
-            reasons.setdefault(op, short_reason(reason))
-    graph = edge.exported_program().graph_module.graph
-    return {
-        "partitions": info.num_delegated_subgraphs,
-        "npu_ops": info.num_delegated_nodes,
-        "cpu_ops": info.num_non_delegated_nodes,
-        "cpu_compute_ops": sum(cpu_compute.values()),
-        "cpu_operators": cpu_compute,
-        "cpu_reasons": reasons,
-        "operators": operators,
-        "delegated": _delegation_status(info.num_delegated_subgraphs, cpu_compute),
-        "switches": npu_cpu_switches(graph),
-        "cpu_macs": cpu_macs(graph),
-    }
-
-
-def _is_cpu_compute(node) -> bool:
-    return (
-        node.op == "call_function"
-        and "executorch_call_delegate" not in str(node.target)
-        and _op_type(node.name) not in BOOKKEEPING_OPS
-    )
-
-
-def npu_cpu_switches(graph) -> int:
-    """How often the program passes between the NPU and the CPU, in execution order (each costs a
-    hand-over of tensors through memory): 0 for a model that runs on one of them."""
-    sides = []
-    for node in graph.nodes:
-        side = "npu" if "executorch_call_delegate" in str(node.target) else "cpu" if _is_cpu_compute(node) else None
-        if side and (not sides or sides[-1] != side):
-            sides.append(side)
-    return max(0, len(sides) - 1)
-
-
-def cpu_macs(graph) -> int:
-    """Multiply-accumulates of the compute left on the CPU (convolutions, linear layers, matrix
-    products), from the tensors' shapes: what the NPU does not take off the CPU."""
-    total = 0
-    for node in graph.nodes:
-        if not _is_cpu_compute(node) or not hasattr(node.meta.get("val"), "numel"):
-            continue
-        name, out = str(node.target), node.meta["val"]
-        position = 2 if "addmm" in name else 1  # addmm(bias, a, b): the reduced dimension is b's first
-        weight = (
-            node.args[position].meta.get("val")
-            if len(node.args) > position and hasattr(node.args[position], "meta")
-            else None
-        )
-        if weight is None or not hasattr(weight, "shape"):
-            continue
-        if "convolution" in name and weight.dim() >= 3:
-            total += out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
-        elif "linear" in name or re.search(r"\b(bmm|mm|addmm|matmul)\.default", name):
-            total += out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
-    return int(total)
-
-
-def short_reason(reason: str, limit: int = 160) -> str:
-    """A partitioner's reason on one line, without the operator schema some reasons append."""
-    text = " ".join(reason.split()).split(": schema =")[0]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _delegation_status(partitions: int, cpu_compute: dict) -> str:
-    if partitions == 0:
-        return "none"
-    return "partial" if cpu_compute else "full"
-
-
-def delegate_payloads(program_bytes: bytes) -> list[bytes]:
-    """Each delegate's payload in a .pte, in execution order (in the template: its TOSA)."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(program_bytes).program
-    return [
-        bytes(program.backend_delegate_data[d.processed.index].data)
-        for plan in program.execution_plan
-        for d in plan.delegates
-    ]
 
 
 def lower_to_tosa(

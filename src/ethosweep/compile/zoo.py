@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ethosweep.compile.artifacts import random_like
+from ethosweep.compile.inputs import random_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
 from ethosweep.runtime.errors import StageError
 
