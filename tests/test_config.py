@@ -76,7 +76,13 @@ def test_schema_fills_defaults():
     config = {"models": [ADD]}
     validate(config, SCHEMA)
     assert config["targets"] == ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"]
-    assert config["vela"] == {"optimise": "Performance", "arena_cache_size": None, "config": None, "versions": None}
+    assert config["vela"] == {
+        "optimise": "Performance",
+        "arena_cache_size": None,
+        "config": None,
+        "fallback": True,
+        "versions": None,
+    }
     assert config["quantization"] == ["int8"] and config["seed"] == 0
 
 

@@ -248,6 +248,11 @@ def cell_repro_folder(wildcards):
     return f"{COMPILED}/repro".format(**wildcards)
 
 
+def cell_tosa_profile(wildcards):
+    """The cell's TOSA profile (u55: Ethos-U55 and -U65, u85: Ethos-U85)."""
+    return ethosweep_targets.tosa_profile(wildcards.target)
+
+
 def cell_vela_options(wildcards):
     return cell_of(wildcards).vela.as_params()
 

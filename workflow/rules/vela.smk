@@ -34,6 +34,8 @@ rule compile_with_vela:
         lower_meta=of_profile(f"{LOWERED}/lower.json"),
         # where each TOSA tensor comes from: names what Vela refuses in the model's terms
         tosa_sources=of_profile(f"{LOWERED}/tosa_sources.json"),
+        # lowered again, with what Vela refuses kept on the CPU (vela.fallback)
+        quantized=of_profile(f"results/quantize/{PROFILE}/quantized.pt2"),
         vela_ini=custom_vela_ini,
         vela_env=cell_vela_env,
     output:
@@ -60,6 +62,8 @@ rule compile_with_vela:
         repro=cell_repro_folder,
         symbol=header_symbol,
         vela_version=cell_vela_version,
+        profile=cell_tosa_profile,
+        keep_on_cpu=model_keep_on_cpu,
         tools=vela_tools("ethosweep.vela.compile", "ethosweep.deploy.header"),
         code=code_version("ethosweep.vela.compile", "ethosweep.deploy.header"),
     script:

@@ -19,6 +19,10 @@ run_stages(
             vela_version=snakemake.params.vela_version,
             vela_env=snakemake.input.vela_env[0] if snakemake.input.vela_env else None,
             tosa_sources=snakemake.input.tosa_sources,
+            quantized=snakemake.input.quantized,
+            profile=snakemake.params.profile,
+            keep_on_cpu=snakemake.params.keep_on_cpu,
+            fallback=snakemake.params.vela.get("fallback", True),
         ),
     ),
     (

@@ -29,17 +29,8 @@ import logging
 import time
 
 from ethosweep.compile.artifacts import load_quantized
-from ethosweep.compile.lowering import (
-    delegate_payloads,
-    delegation_table,
-    lower_to_edge,
-    to_program,
-    with_cortex_m_quant_ops,
-)
-from ethosweep.compile.tosa_sources import recording_tensor_sources
+from ethosweep.compile.lowering import delegate_payloads, lower_program
 from ethosweep.matrix import targets as tg
-from ethosweep.runtime.activity import running
-from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 from ethosweep.runtime.provenance import tool_versions
 
@@ -67,35 +58,10 @@ def lower_to_tosa(
     keeps on the CPU (keep_on_cpu_checks)."""
     from pathlib import Path
 
-    from executorch.exir.serde.serialize import save as save_edge
-
     started = time.perf_counter()
-    try:
-        with (
-            running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
-            recording_tensor_sources() as sources,
-        ):
-            lowered, rejections = lower_to_edge(load_quantized(quantized), profile, keep_on_cpu)
-    except Exception as error:
-        log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
-        raise StageError(
-            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
-            f"{' '.join(str(error).split())[:300]}"
-        ) from error
-    # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
-    # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
-    # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
-    # `alloc` nodes to the same graph.
-    edge_bytes = _serialised(lambda f: save_edge(lowered.exported_program(), f))
-    lowered = with_cortex_m_quant_ops(lowered)
-    table = delegation_table(lowered, rejections)
-    with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
-        program = to_program(lowered)
-    template_bytes = bytes(program.buffer)
-    plan = program.executorch_program.execution_plan[0]
-    # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
-    # allocator must hold them): buffer 0 is reserved and always 0.
-    planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+    result = lower_program(load_quantized(quantized), profile, keep_on_cpu)
+    template_bytes, edge_bytes, table, planned = result.template, result.edge, result.table, result.planned
+    sources = result.sources
     partitions = delegate_payloads(template_bytes)
 
     tosa_path = Path(tosa_dir)
@@ -140,11 +106,3 @@ def lower_to_tosa(
     for op, count in table["cpu_operators"].items():
         log.info("left on the CPU: %s x%d (%s)", op, count, table["cpu_reasons"].get(op, "no reason reported"))
     return record
-
-
-def _serialised(save) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    save(buffer)
-    return buffer.getvalue()

@@ -11,8 +11,10 @@ to_executorch; each delegate's payload is its TOSA flatbuffer (see ethosweep.com
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
+from dataclasses import dataclass
 
 from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.compile.tosa_sources import node_sources
@@ -20,6 +22,8 @@ from ethosweep.compile.tosa_sources import node_sources
 # Run by ExecuTorch's Arm backend on the lowering's behalf (its TOSA backend writes every partition
 # with tosa-tools' serializer): a tosa-tools upgrade reruns whatever lowers (ethosweep.runtime.packages).
 ALSO_RUNS = ("tosa-tools",)
+
+log = logging.getLogger(__name__)
 
 # Operators that appear outside every delegate without doing any compute:
 # the int8 <-> float boundary and tuple unpacking.
@@ -241,3 +245,59 @@ def delegate_payloads(program_bytes: bytes) -> list[bytes]:
         for plan in program.execution_plan
         for d in plan.delegates
     ]
+
+
+@dataclass
+class Lowered:
+    """A quantized program lowered for one TOSA profile, Vela left out."""
+
+    template: bytes  # the program, each delegate carrying its TOSA
+    edge: bytes  # the edge program as the partitioner left it (the verify stage runs it)
+    table: dict  # delegation_table()
+    planned: int  # bytes ExecuTorch's memory plan needs outside the delegates
+    sources: list  # per partition, where each TOSA tensor comes from (ethosweep.compile.tosa_sources)
+
+
+def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lowered:
+    """The lowering every stage that lowers runs (the lower stage; the vela stage's fallback)."""
+    from executorch.exir.serde.serialize import save as save_edge
+
+    from ethosweep.compile.tosa_sources import recording_tensor_sources
+    from ethosweep.matrix import targets as tg
+    from ethosweep.runtime.activity import running
+    from ethosweep.runtime.errors import StageError
+
+    try:
+        with (
+            running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
+            recording_tensor_sources() as sources,
+        ):
+            lowered, rejections = lower_to_edge(exported, profile, keep_on_cpu)
+    except Exception as error:
+        log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
+        raise StageError(
+            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
+            f"{' '.join(str(error).split())[:300]}"
+        ) from error
+    # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
+    # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
+    # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
+    # `alloc` nodes to the same graph.
+    edge = _serialised(lambda f: save_edge(lowered.exported_program(), f))
+    lowered = with_cortex_m_quant_ops(lowered)
+    table = delegation_table(lowered, rejections)
+    with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
+        program = to_program(lowered)
+    plan = program.executorch_program.execution_plan[0]
+    # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
+    # allocator must hold them): buffer 0 is reserved and always 0.
+    planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+    return Lowered(bytes(program.buffer), edge, table, planned, sources)
+
+
+def _serialised(save) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    save(buffer)
+    return buffer.getvalue()

@@ -34,9 +34,13 @@ class VelaOptions:
     optimise: str = tg.VELA_DEFAULT_OPTIMISE
     arena_cache_size: int | None = None
     config: str | None = None  # custom vela.ini, None = Vela's built-in Arm/vela.ini
+    # what Vela refuses is kept on the CPU and the rest compiled (ethosweep.vela.compile)
+    fallback: bool = True
 
     def as_params(self) -> dict[str, Any]:
-        return {"optimise": self.optimise, "arena_cache_size": self.arena_cache_size, "config": self.config}
+        params = {"optimise": self.optimise, "arena_cache_size": self.arena_cache_size, "config": self.config}
+        # only when off: a cell with the default keeps the params (and the outputs) it had
+        return params if self.fallback else {**params, "fallback": False}
 
 
 @dataclass(frozen=True)
@@ -432,6 +436,7 @@ def _vela_options(entry: dict, inherited: VelaOptions | None, where: str, base: 
         optimise=entry.get("optimise", inherited.optimise) or tg.VELA_DEFAULT_OPTIMISE,
         arena_cache_size=entry.get("arena_cache_size", inherited.arena_cache_size),
         config=entry.get("config", inherited.config),
+        fallback=entry.get("fallback", inherited.fallback),
     )
     if options.config is not None and not (base / options.config).is_file():
         raise ConfigError(

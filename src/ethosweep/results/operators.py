@@ -209,7 +209,10 @@ def _csv(rows: list[dict], columns: tuple[str, ...]) -> str:
 
 
 # Vela's own refusal of a delegated operator, as the cell's failure reason carries it.
-VELA_REJECTION = re.compile(r"^vela: Vela (?:\S+ )?failed on partition \d+: (?P<message>.*?)(?: \(reproducer: .*)?$")
+VELA_REJECTION = re.compile(
+    r"^(?:vela|fallback): Vela (?:\S+ )?(?:failed on partition \d+|cannot compile .*? in partition \d+ on .*?): "
+    r"(?P<message>.*?)(?: \(found in \d+ Vela runs.*?\))?(?: \(reproducer: .*)?(?:; kept on the CPU.*)?$"
+)
 VELA_OPERATOR = re.compile(r"operation \((?P<op>[A-Za-z0-9_]+)\)")
 
 
@@ -225,22 +228,26 @@ def vela_rejection_rows(failed: list[dict], compiled: set[tuple]) -> list[dict]:
             continue
         profile = tosa_profile(row["target"])
         named = VELA_OPERATOR.search(found["message"])
-        key = (f"{named['op']} (in Vela)" if named else "a partition (in Vela)", profile, row["quantization"])
+        kept = row.get("kept", False)
+        key = (f"{named['op']} (in Vela)" if named else "a partition (in Vela)", profile, row["quantization"], kept)
         held[key].add(row["model"])
         messages.setdefault(key, found["message"])
     rows = []
-    for (op, profile, quant), models in held.items():
+    for (op, profile, quant, kept), models in held.items():
         rows.append(
             {
                 "operator": op,
                 "family": FAMILIES.get(profile, profile),
                 "scheme": quant,
-                "where": "rejected by Vela",
+                # kept on the CPU by the fallback (vela.fallback), the rest compiled; or the cell failed
+                "where": "refused by Vela, kept on the CPU" if kept else "rejected by Vela",
                 "models_held_back": len(models),
                 "models_on_npu": 0,
                 "held_back": " ".join(sorted(models)),
-                "reason": f"delegated by the partitioner, then refused by Vela: {messages[(op, profile, quant)]}",
-                "way_round": _compiled_instead(sorted(models), profile, quant, compiled),
+                "reason": f"delegated by the partitioner, then refused by Vela: {messages[(op, profile, quant, kept)]}",
+                "way_round": "kept on the CPU, the rest on the NPU (vela.fallback)"
+                if kept
+                else _compiled_instead(sorted(models), profile, quant, compiled),
             }
         )
     return rows
@@ -282,20 +289,25 @@ def write_operator_map(
     for cell, path in zip(cells, vela_summary, strict=True):
         record = failure_of(path)
         if record is not None:
-            reason = describe(record)
-            failed.append(
-                {"model": cell["model"], "quantization": cell["quant"], "target": cell["target"], "reason": reason}
-            )
+            failed.append({**_cell_row(cell), "reason": describe(record)})
             continue
         key = (cell["model"], cell["quant"], cell["tosa_profile"])
+        compiled = read_json(path)
+        if compiled.get("fallback"):  # Vela refused some of it: kept on the CPU, the rest compiled
+            failed.append({**_cell_row(cell), "reason": f"fallback: {compiled['fallback']['reason']}", "kept": True})
+            continue
         if key not in macs:
-            macs[key] = int((read_json(path).get("cell") or {}).get("nn_macs") or 0)
+            macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
     rows = operator_rows(entries)
     refused = vela_rejection_rows(failed, set(macs))
     if refused:
         rows = sorted(rows + refused, key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
     atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
+
+
+def _cell_row(cell: dict) -> dict:
+    return {"model": cell["model"], "quantization": cell["quant"], "target": cell["target"]}
 
 
 def format_top(rows: list[dict], limit: int = 10) -> list[str]:

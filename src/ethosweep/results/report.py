@@ -328,7 +328,9 @@ def cell_detail(
     with open(per_layer, newline="") as f:
         layers = list(csv.DictReader(f))
     figures = read_json(vela_summary)["cell"]
-    table, lowered = read_json(delegation), read_json(compile_meta)
+    lowered = read_json(compile_meta)
+    # a cell that fell back (what Vela refused kept on the CPU) has the delegation of its own lowering
+    table = (lowered.get("fallback") or {}).get("delegation") or read_json(delegation)
     verified = _verified(verify_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [

@@ -142,6 +142,12 @@ def numerics_columns(lowered: dict, verify_report: str) -> dict:
     verified = read_json(verify_report)
     cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
     verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
+    if lowered.get("fallback"):
+        return {
+            "numerics": "unverified",
+            "numerics_reason": "the cell compiled from a lowering with what Vela refused kept on the CPU, which the "
+            "verify stage (one per model, scheme and profile) did not verify",
+        }
     if cell_tosa != verified_tosa:
         return {"numerics": "unverified", "numerics_reason": "the cell's TOSA differs from the verified TOSA"}
     metrics = verified["metrics"]
@@ -173,10 +179,17 @@ def cell_row(
     """The summary row of a cell whose stages all completed (without board columns)."""
     lowered, table, vela = read_json(compile_meta), read_json(delegation), read_json(vela_summary)
     figures = vela["cell"]
+    fallback = lowered.get("fallback")
+    if fallback:  # what Vela refused, kept on the CPU: the cell compiled from that lowering
+        table = fallback["delegation"]
     row = {
         **cell_key(cell),
         "status": "ok",
-        "reason": "" if table["delegated"] == "full" else _delegation_reason(table),
+        "reason": fallback_reason(fallback)
+        if fallback
+        else ""
+        if table["delegated"] == "full"
+        else _delegation_reason(table),
         "delegation": table["delegated"],
         "partitions": table["partitions"],
         "npu_ops": table["npu_ops"],
@@ -224,6 +237,12 @@ def cell_row(
             }
         )
     return row
+
+
+def fallback_reason(fallback: dict) -> str:
+    """'fallback: Vela 5.1.0 cannot compile ...; kept on the CPU: stem, project (conv2d, ...)'"""
+    kept = "; ".join(part["description"] for part in fallback.get("refused", []))
+    return f"fallback: {fallback['reason']}; kept on the CPU and the rest compiled: {kept}"
 
 
 def _delegation_reason(table: dict) -> str:
@@ -305,7 +324,11 @@ def format_table(rows: list[dict]) -> str:
                 r["memory_mode"],
                 *([r.get("vela_version", "")] if several_velas else []),
                 r.get("board", ""),
-                r["status"] if r.get("status") != "ok" or not r.get("reason") else f"ok ({r.get('delegation')})",
+                r["status"]
+                if r.get("status") != "ok" or not r.get("reason")
+                else "ok (fallback)"
+                if r["reason"].startswith("fallback:")
+                else f"ok ({r.get('delegation')})",
                 f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
                 f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
                 if ok and r.get("vela_cycles_total") not in ("", None)

@@ -37,6 +37,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
@@ -326,6 +328,10 @@ def compile_cell(
     vela_version: str | None = None,
     vela_env: str | None = None,
     tosa_sources: str | None = None,
+    quantized: str | None = None,
+    profile: str | None = None,
+    keep_on_cpu: list[dict] = (),
+    fallback: bool = True,
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
@@ -334,6 +340,9 @@ def compile_cell(
     its environment (ethosweep.vela.environment); None compiles with the installed Vela.
     `tosa_sources`: the lower stage's record of where each TOSA tensor comes from, to name the
     operators Vela refuses in the model's terms (ethosweep.vela.refusals).
+    `quantized`, `profile`, `keep_on_cpu`, `fallback`: when Vela refuses operators and `fallback`
+    is on, the quantized program is lowered again for the profile with them kept on the CPU (beside
+    what the model's config keeps there), and the cell compiles from that lowering.
     """
     environment = read_json(vela_env) if vela_version is not None else None
     if environment is not None and environment["version"] != vela_version:
@@ -347,34 +356,54 @@ def compile_cell(
     where = f"{target} / {memory_mode}" + (
         f" ({system_config})" if system_config != tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)] else ""
     )
-    payloads, rows, layers, compiled = [], [], [], {}
-    with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
-        for index, tosa in enumerate(tosas):
-            key = hashlib.sha256(tosa).hexdigest()
-            if key not in compiled:  # a partition identical to an earlier one compiles identically
-                try:
-                    with running(
-                        "Vela" if vela_version is None else f"Vela {vela_version}",
-                        f"compiling partition {index} for {where}",
-                    ):
-                        compiled[key] = compile_partition(
-                            tosa,
-                            flags,
-                            Path(tmp) / f"partition_{index}",
-                            what=f"Vela on partition {index}",
-                            vela_command=vela_command,
-                        )
-                except (ToolCrashed, ToolFailed) as error:
-                    located = _locate(error, tosa, index, flags, vela_command, tosa_sources, Path(tmp))
-                    raise _vela_failure(
-                        error, index, where, Path(repro), tosa, flags, vela, vela_version, located
-                    ) from error
-            payload, row, layer_rows = compiled[key]
-            payloads.append(payload)
-            rows.append({**row, "partition": index})
-            layers.extend({"partition": index, **layer} for layer in layer_rows)
+    sources = read_json(tosa_sources) if tosa_sources else None
+    run = VelaRun(flags, where, vela_command, vela_version, Path(repro), vela)
+    fallback_record = None
+    try:
+        payloads, rows, layers = run.compile_all(tosas, sources)
+    except VelaFailure as refused:
+        if not (fallback and quantized and refused.kept_nodes):
+            raise
+        # what Vela refused, kept on the CPU: the model lowered again for this cell's profile with
+        # those nodes left out of the partitions (the same lowering, with keep_on_cpu), then Vela again
+        started = time.perf_counter()
+        from ethosweep.compile.artifacts import load_quantized
+        from ethosweep.compile.lowering import lower_program
+
+        program, refused_again = load_quantized(quantized), None
+        for nodes in refused.fallbacks():
+            keep = [*keep_on_cpu, *({"node": n} for n in nodes)]
+            with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
+                relowered = lower_program(program, profile, keep)
+            tosas = template_partitions(relowered.template)
+            try:
+                payloads, rows, layers = run.compile_all(tosas, relowered.sources)
+            except VelaFailure as again:
+                refused_again = again
+                continue
+            refused_again = None
+            break
+        if refused_again is not None:
+            raise VelaFailure(
+                f"{refused.reason}; kept on the CPU, the rest was refused too: {refused_again.reason}",
+                recorded=refused_again.recorded,
+                reproducer=refused_again.reproducer,
+                details={**refused.details, "fallback": "did not compile"},
+            ) from refused_again
+        template_bytes = relowered.template
+        lowered = {**lowered, "planned_buffer_bytes": relowered.planned, "delegated": relowered.table["delegated"]}
+        lowered["template_sha256"] = hashlib.sha256(relowered.template).hexdigest()
+        fallback_record = {
+            **refused.details,
+            "reason": refused.reason,
+            "reproducer": refused.reproducer,
+            "keep_on_cpu": keep,
+            "delegation": relowered.table,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
     pte_bytes = assemble_pte(template_bytes, payloads, cell_compile_specs(target, system_config, memory_mode, vela))
-    shutil.rmtree(repro, ignore_errors=True)  # a reproducer of an earlier failure no longer applies
+    if fallback_record is None:  # a reproducer of an earlier failure no longer applies
+        shutil.rmtree(repro, ignore_errors=True)
 
     cell = aggregate(rows)
     atomic_write_text(per_layer, _layers_csv(layers))
@@ -386,6 +415,7 @@ def compile_cell(
             "cell": cell,
             "partitions": rows,
             "versions": versions,
+            **({"fallback": fallback_record} if fallback_record else {}),
         },
     )
     atomic_write_bytes(pte, pte_bytes)
@@ -405,6 +435,8 @@ def compile_cell(
         ],
         "delegated": lowered["delegated"],
         "versions": versions,
+        # what Vela refused and kept on the CPU, when the cell compiled from a lowering without it
+        **({"fallback": fallback_record} if fallback_record else {}),
         # the environment another Vela version ran from: its lock pins every package
         **({"vela_environment": {k: environment[k] for k in ("lock_sha256", "packages")}} if environment else {}),
     }
@@ -427,7 +459,76 @@ def compile_cell(
 
 
 class VelaFailure(StageError):
-    pass
+    """A cell's Vela run failed: `reason` (without the reproducer), `reproducer`, `details` (what was
+    located: `refused`), `kept_nodes` (the model's nodes of what Vela refused, to keep on the CPU)."""
+
+    def __init__(self, message: str, recorded: bool = True, reproducer: str = "", details: dict | None = None):
+        super().__init__(message)
+        self.reason = message.split(" (reproducer: ")[0]
+        self.recorded = recorded
+        self.reproducer = reproducer
+        self.details = details or {}
+
+    @property
+    def kept_nodes(self) -> list[str]:
+        return list(dict.fromkeys(n for part in self.details.get("refused", []) for n in part.get("nodes", [])))
+
+    def fallbacks(self) -> list[list[str]]:
+        """What to keep on the CPU, in the order to try: the elementwise operators that join the
+        refused parts' accumulators (a residual add: the layers around it stay on the NPU), then
+        every node of the refused parts. At most two lowerings."""
+        parts = self.details.get("refused", [])
+        joins = list(dict.fromkeys(n for part in parts for n in part.get("joins", [])))
+        return [nodes for nodes in (joins, self.kept_nodes) if nodes][:2] if joins != self.kept_nodes else [joins]
+
+
+@dataclass
+class VelaRun:
+    """Vela with one cell's flags, over a program's partitions."""
+
+    flags: list[str]
+    where: str
+    vela_command: str | None
+    vela_version: str | None
+    repro: Path
+    vela: dict
+
+    def compile_all(self, tosas: list[bytes], sources: list | None) -> tuple[list, list, list]:
+        """(payloads, summary rows, per-layer rows) of every partition; VelaFailure on the first
+        partition Vela refuses, with what it refuses located and named (`sources`)."""
+        payloads, rows, layers, compiled = [], [], [], {}
+        tool = "Vela" if self.vela_version is None else f"Vela {self.vela_version}"
+        with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
+            for index, tosa in enumerate(tosas):
+                key = hashlib.sha256(tosa).hexdigest()
+                if key not in compiled:  # a partition identical to an earlier one compiles identically
+                    try:
+                        with running(tool, f"compiling partition {index} for {self.where}"):
+                            compiled[key] = compile_partition(
+                                tosa,
+                                self.flags,
+                                Path(tmp) / f"partition_{index}",
+                                what=f"Vela on partition {index}",
+                                vela_command=self.vela_command,
+                            )
+                    except (ToolCrashed, ToolFailed) as error:
+                        located = _locate(error, tosa, index, self.flags, self.vela_command, sources, Path(tmp))
+                        raise _vela_failure(
+                            error,
+                            index,
+                            self.where,
+                            self.repro,
+                            tosa,
+                            self.flags,
+                            self.vela,
+                            self.vela_version,
+                            located,
+                        ) from error
+                payload, row, layer_rows = compiled[key]
+                payloads.append(payload)
+                rows.append({**row, "partition": index})
+                layers.extend({"partition": index, **layer} for layer in layer_rows)
+        return payloads, rows, layers
 
 
 # Vela's words for an operator it cannot place (as opposed to a configuration it rejects, which no
@@ -436,7 +537,7 @@ OPERATOR_REFUSAL = re.compile(r"operation|operator|could not run on NPU|not supp
 
 
 def _locate(
-    error: StageError, tosa: bytes, index: int, flags: list[str], vela_command, sources: str | None, workdir: Path
+    error: StageError, tosa: bytes, index: int, flags: list[str], vela_command, sources: list | None, workdir: Path
 ):
     """The operators of the partition Vela refuses (ethosweep.vela.refusals), by the same Vela with
     the same flags on parts of it, or None when the failure is not an operator's."""
@@ -456,7 +557,7 @@ def _locate(
 
     with running("Vela", f"locating what it refuses in partition {index}"):
         located = refusals.locate(tosa, refuses)
-    recorded = read_json(sources)[index] if sources else {}
+    recorded = sources[index] if sources and index < len(sources) else {}
     located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
     return located
 
@@ -501,8 +602,9 @@ def _vela_failure(
                 f"\n{name}: the smallest part of the partition that {tool} still refuses (the same command "
                 f"with {name} in place of partition_{index}.tosa reproduces it).\n"
             )
-    failure = VelaFailure(f"{reason} (reproducer: {folder}/)")
-    failure.recorded = error.recorded
-    failure.reproducer = f"{folder}/"
-    failure.details = {"refused": [r.as_dict() for r in located.refused]} if located and located.refused else {}
-    return failure
+    return VelaFailure(
+        f"{reason} (reproducer: {folder}/)",
+        recorded=error.recorded,
+        reproducer=f"{folder}/",
+        details={"refused": [r.as_dict() for r in located.refused]} if located and located.refused else {},
+    )

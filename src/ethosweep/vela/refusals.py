@@ -41,6 +41,8 @@ ACCUMULATORS = ("DType.INT32", "DType.INT48")
 # Operators that carry no work of their own (constants, shapes, reshapes, which Vela passes
 # through): constants go with the units that read them, the others are left out of the parts.
 BOOKKEEPING = ("Op.CONST", "Op.CONST_SHAPE", "Op.RESHAPE")
+# Operators that join two tensors value by value (a residual add): see Refused.joins.
+ELEMENTWISE = ("ADD", "SUB", "MUL")
 _NUMPY = {"DType.INT8": np.int8, "DType.INT16": np.int16, "DType.INT32": np.int32, "DType.BOOL": np.bool_}
 
 
@@ -53,6 +55,9 @@ class Refused:
     nodes: list[str] = field(default_factory=list)  # the model's nodes they come from
     modules: list[str] = field(default_factory=list)  # their nn.Module paths
     description: str = ""  # 'features.3.conv.1 (conv2d, int16 in, 1x1, stride 1, 96 channels)'
+    # the nodes of its elementwise operators (a residual add): what joins the accumulators that
+    # tie the part together, and the first thing to keep on the CPU (the layers stay on the NPU)
+    joins: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -61,6 +66,7 @@ class Refused:
             "nodes": self.nodes,
             "modules": self.modules,
             "description": self.description,
+            "joins": self.joins,
         }
 
 
@@ -217,7 +223,7 @@ def _describe(tosa: bytes, indices: list[int]) -> Refused:
         operators = [list(block.operators)[i] for i in indices]
         refused = Refused(
             operators=[str(op.op).removeprefix("Op.") for op in operators],
-            tensors=[t for op in operators for t in op.outputs],
+            tensors=[op.outputs[0] for op in operators],
         )
         main = next((op for op in operators if str(op.op) not in ("Op.RESCALE", "Op.CLAMP")), operators[0])
         refused.description = _operator_terms(block, main)
@@ -245,13 +251,17 @@ def _operator_terms(block, op) -> str:
 def name_in_model(refused: Refused, sources: dict[str, dict]) -> Refused:
     """Fill in the model's nodes and modules a refused unit comes from (the lower stage's
     tosa_sources.json for this partition), and lead its description with the module."""
-    nodes, modules = [], []
-    for tensor in refused.tensors:
+    nodes, modules, joins = [], [], []
+    for operator, tensor in zip(refused.operators, refused.tensors):
         recorded = sources.get(tensor) or {}
-        nodes.extend(recorded.get("sources", [])[-1:])  # the outermost: the exported model's node
+        node = recorded.get("sources", [])[-1:]  # the outermost: the exported model's node
+        nodes.extend(node)
+        if operator in ELEMENTWISE:
+            joins.extend(node)
         if recorded.get("module"):
             modules.append(recorded["module"])
     refused.nodes = list(dict.fromkeys(nodes))
+    refused.joins = list(dict.fromkeys(joins))
     refused.modules = list(dict.fromkeys(modules))
     where = ", ".join(refused.modules or refused.nodes) or ", ".join(refused.tensors[:2])
     refused.description = f"{where} ({refused.description})"

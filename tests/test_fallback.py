@@ -1,0 +1,63 @@
+"""When Vela refuses what the partitioner delegated: the sweep names it, keeps it on the CPU and
+compiles the rest (vela.fallback), or, with the fallback off, fails the cell naming it.
+
+tests/models/residual_int16.py with int16 activations: on Ethos-U55 Vela 5.1.0 refuses its
+residual add of a convolution's accumulator; on Ethos-U85 it compiles.
+"""
+
+import csv
+import shutil
+
+import yaml
+
+from conftest import REPO, make_workdir, planned_jobs, snakemake
+
+CONFIG = {
+    "models": [{"name": "residual", "file": "tests/models/residual_int16.py"}],
+    "quantization": ["a16w8"],
+    "targets": ["ethos-u55-128", "ethos-u85-256"],
+    "memory_modes": ["Shared_Sram"],
+}
+REFUSED = (
+    "Vela 5.1.0 cannot compile stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels) in partition 0 on "
+    "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU (found in "
+)
+
+
+def rows(workdir) -> dict[str, dict]:
+    return {r["target"]: r for r in csv.DictReader(open(workdir / "results/summary.csv", newline=""))}
+
+
+def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_the_failure(tmp_path):
+    work = make_workdir(tmp_path, CONFIG)
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    proc = snakemake(work)
+    u55, u85 = rows(work)["ethos-u55-128"], rows(work)["ethos-u85-256"]
+    # the refused residual add kept on the CPU, the two convolutions on the NPU
+    assert (u55["status"], u55["delegation"], u55["cpu_operators"]) == ("ok", "partial", "aten_add_tensor x1")
+    assert u55["reason"].startswith(f"fallback: {REFUSED}") and int(u55["vela_cycles_total"]) > 0
+    assert u55["reason"].endswith(
+        "kept on the CPU and the rest compiled: stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels)"
+    )
+    assert u55["numerics"] == "unverified" and "with what Vela refused kept on the CPU" in u55["numerics_reason"]
+    assert (u85["status"], u85["delegation"]) == ("ok", "full")
+    assert "ok (fallback)" in proc.stderr and "2 of 2 cells ok" in proc.stderr
+    # the operator map says what was refused and where it went
+    operators = list(csv.DictReader(open(work / "results/operators.csv", newline="")))
+    kept = [r for r in operators if r["where"] == "refused by Vela, kept on the CPU"]
+    assert [(r["operator"], r["family"], r["held_back"]) for r in kept] == [
+        ("Conv2D (in Vela)", "Ethos-U55/U65", "residual")
+    ]
+    # the reproducer of the refusal stays beside the cell
+    repro = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/repro"
+    assert (repro / "partition_0_refused.tosa").exists() and (repro / "command.sh").exists()
+    assert planned_jobs(work) == {}
+
+    # fallback off: the cell fails, naming what Vela refuses; only the Vela jobs and what reads them rerun
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    (work / "config/config.yaml").write_text(yaml.safe_dump({**config, "vela": {"fallback": False}}))
+    assert planned_jobs(work)["compile_with_vela"] == 2 and "lower_to_tosa" not in planned_jobs(work)
+    snakemake(work)
+    u55 = rows(work)["ethos-u55-128"]
+    assert u55["status"] == "failed" and u55["reason"].startswith(f"vela: {REFUSED}")
+    assert rows(work)["ethos-u85-256"]["status"] == "ok"
