@@ -354,3 +354,24 @@ def test_the_test_config_plans_in_place_as_the_workflow_catalog_runs_it():
     assert "6 cells (4 models, 2 targets, 1 memory mode, 1 quantization scheme)" in proc.stderr
     jobs = job_stats(proc.stdout + proc.stderr)
     assert (jobs["export_model"], jobs["compile_with_vela"], jobs["summarize_sweep"]) == (4, 6, 1)
+
+
+def test_an_exploratory_sweep_leaves_verification_out_and_says_so(tmp_path):
+    """numerics.verify: false: no verify job; the summary and the report say "not verified", never a verdict."""
+    from conftest import make_workdir
+
+    config = {
+        "models": [{"name": "mnist", "file": "models/mnist.py"}],
+        "targets": ["ethos-u55-128"],
+        "memory_modes": ["Shared_Sram"],
+        "numerics": {"verify": False},
+    }
+    work = make_workdir(tmp_path, config)
+    assert "verify_numerics" not in planned_jobs(work)
+    proc = snakemake(work)
+    (row,) = csv.DictReader(open(work / "results/summary.csv", newline=""))
+    assert (row["status"], row["numerics"], row["vela_cycles_total"]) == ("ok", "not verified", "138824")
+    assert "numerics: not verified (numerics.verify is off: an exploratory sweep)" in proc.stderr
+    index = (work / "results/report/index.html").read_text()
+    assert "numerics not verified (numerics.verify is off: an exploratory sweep)" in index
+    assert not (work / "results/verify").exists()

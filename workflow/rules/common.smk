@@ -286,6 +286,11 @@ SUMMARY = "results/summary.csv"
 VERIFY = f"results/verify/{PROFILE}"
 
 
+def verified_cell_paths(pattern):
+    """cell_paths(pattern) for the verify stage's outputs, or none where `numerics.verify` is off."""
+    return cell_paths(pattern) if numerics("verify") is not False else []
+
+
 def all_outputs():
     """The end of the run (summary, report) and every cell's final artifacts, failed cells'
     included: a failure recorded in place of an artifact (ethosweep.runtime.outcome) is that
@@ -297,7 +302,7 @@ def all_outputs():
         *cell_paths(f"{COMPILED}/model.pte"),
         *cell_paths(f"{COMPILED}/summary.json"),
         *cell_paths(f"results/header/{CELL}/model_pte.h"),
-        *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json")),
+        *dict.fromkeys(verified_cell_paths(f"{VERIFY}/verify.json")),
         *bundles,
         *board_cell_paths(f"results/deploy/{{board}}/{CELL}"),
         "results/firmware/sdk.json",

@@ -7,7 +7,7 @@ rule report_cells:
         vela_summary=cell_paths(f"{COMPILED}/summary.json"),
         delegation=cell_paths(f"{LOWERED}/delegation.json"),
         compile_meta=cell_paths(f"{COMPILED}/compile.json"),
-        verify_report=cell_paths(f"{VERIFY}/verify.json"),
+        verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
     output:
         folder=report(
             directory("results/report/cells"),

@@ -5,7 +5,7 @@ rule summarize_sweep:
         vela_summary=cell_paths(f"{COMPILED}/summary.json"),
         pte=cell_paths(f"{COMPILED}/model.pte"),
         header=cell_paths(f"results/header/{CELL}/model_pte.h"),
-        verify_report=cell_paths(f"{VERIFY}/verify.json"),
+        verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
         firmware_plan=cell_paths(FIRMWARE_PLAN),
         fvp_run=[f"results/run/{c.id}/run.json" for c in fvp_cells()],
         npu_runner=[f"{NPU_RUNNER}/firmware.json".format(**_cell_fields(c)) for c in npu_runner_cells()],

@@ -292,7 +292,7 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
         cells=cells,
         seed=int(config.get("seed", 0)),
         skipped=skipped,
-        numerics=dict(config.get("numerics", {})),
+        numerics=_numerics(config.get("numerics", {})),
         boards=boards,
         cell_boards=cell_boards,
         cpu_cells=cpu_cells,
@@ -349,6 +349,15 @@ def _boards(names: list[str], extra_files: list[str], base: Path, workflow_dir: 
 
 # The repository this package lives in (an editable install): its boards/ and schemas.
 WORKFLOW_DIR = Path(__file__).resolve().parents[3]
+
+
+def _numerics(numerics: dict) -> dict:
+    if numerics.get("bundleio") and numerics.get("verify", True) is False:
+        raise ConfigError(
+            "numerics.bundleio: a BundleIO program's expected outputs come from the verify stage, which "
+            "numerics.verify: false leaves out; turn one of them off"
+        )
+    return dict(numerics)
 
 
 def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:

@@ -115,6 +115,7 @@ def numerics(verified: dict | None) -> list[Advice]:
         "inconclusive": "The numerics are inconclusive",
         "ok": "The numerics are ok, with a note",
         "unverified": "The numerics are not verified",
+        "not verified": "The numerics are not verified (an exploratory sweep)",
     }
     detail = verified["reason"][:1].upper() + verified["reason"][1:] + "."
     return [Advice(titles[verified["verdict"]], detail), *numerics_accuracy_cost(verified)]

@@ -383,8 +383,16 @@ def cell_detail(
     }
 
 
-def _verified(verify_report: str) -> dict:
-    """The verify stage's record, or for a verification that failed (the cell compiled) its failure."""
+def _verified(verify_report: str | None) -> dict:
+    """The verify stage's record, or for a verification that failed (the cell compiled) its failure,
+    or, with verification off (numerics.verify), that."""
+    if verify_report is None:
+        return {
+            "verdict": "not verified",
+            "reason": "numerics.verify is off: an exploratory sweep",
+            "metrics": {},
+            "layer": "",
+        }
     failed = failure_of(verify_report)
     if failed is None:
         return read_json(verify_report)
@@ -528,6 +536,7 @@ def write_cell_reports(
     for cell, path in zip(cells, vela_summary, strict=True):
         if failure_of(path) is None:
             modes[_configuration(cell)][cell["memory_mode"]] = path
+    verify_report = verify_report or [None] * len(cells)  # numerics.verify off
     for cell, *paths in zip(cells, per_layer, vela_summary, delegation, compile_meta, verify_report, strict=True):
         failed = failure_of(paths[3])
         if failed is None:
@@ -865,10 +874,7 @@ def render_index(
         "<h1>ethosweep report</h1>",
         f'<p class="sub">{_e(sweep_text)}</p>',
         f"<p><b>{len(unique_cells(rows)) - len(unique_cells(failed))} of {len(unique_cells(rows))} cells compiled</b>; "
-        f"{len(nofit)} board placements do not fit; numerics: {len(numerics['flagged'])} cells flagged, "
-        f"{len(numerics['inconclusive'])} inconclusive"
-        + (f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else "")
-        + ".</p>",
+        f"{len(nofit)} board placements do not fit; " + _numerics_heading(rows, numerics) + ".</p>",
         *(_operators_section(*operator_map) if operator_map and opens_on == "operators" else []),
         *_pick_sections(primary_rows(rows), boards or {}, budget_ms, board_budgets),
         *(_operators_section(*operator_map) if operator_map and opens_on != "operators" else []),
@@ -902,6 +908,14 @@ def render_index(
         parts.append(f"<details><summary>{_e(model)} ({len(items)} cells)</summary>" + "\n".join(items) + "</details>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _numerics_heading(rows: list[dict], numerics: dict) -> str:
+    if rows and all(r.get("numerics") == "not verified" for r in rows if r.get("status") == "ok"):
+        return "numerics not verified (numerics.verify is off: an exploratory sweep)"
+    return f"numerics: {len(numerics['flagged'])} cells flagged, {len(numerics['inconclusive'])} inconclusive" + (
+        f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else ""
+    )
 
 
 def _strip_xml_header(svg: str) -> str:

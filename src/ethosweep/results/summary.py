@@ -133,9 +133,15 @@ def _parameters(cell: dict) -> dict:
     }
 
 
-def numerics_columns(lowered: dict, verify_report: str) -> dict:
+NOT_VERIFIED = {"numerics": "not verified", "numerics_reason": "numerics.verify is off: an exploratory sweep"}
+
+
+def numerics_columns(lowered: dict, verify_report: str | None) -> dict:
     """The verify stage's figures for this cell, if the TOSA it verified is the cell's own (the
-    cell compiled even where verification failed: its numerics say so)."""
+    cell compiled even where verification failed: its numerics say so); `verify_report` None:
+    verification is off (numerics.verify)."""
+    if verify_report is None:
+        return dict(NOT_VERIFIED)
     failed = failure_of(verify_report)
     if failed is not None:
         return {"numerics": "unverified", "numerics_reason": describe(failed)}
@@ -163,7 +169,7 @@ def numerics_columns(lowered: dict, verify_report: str) -> dict:
 
 
 def cell_rows(
-    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str
+    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str | None
 ) -> list[dict]:
     """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
     row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report)
@@ -174,7 +180,7 @@ def cell_rows(
 
 
 def cell_row(
-    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str
+    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str | None
 ) -> dict:
     """The summary row of a cell whose stages all completed (without board columns)."""
     lowered, table, vela = read_json(compile_meta), read_json(delegation), read_json(vela_summary)
@@ -381,6 +387,8 @@ def format_table(rows: list[dict]) -> str:
         if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
             key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_reason", ""))
             found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
+    if any(r.get("numerics") == "not verified" for r in rows):
+        out.append("  numerics: not verified (numerics.verify is off: an exploratory sweep)")
     for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
         targets = ", ".join(sorted({t for t, _ in cells}))
         out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")
@@ -466,6 +474,7 @@ def summarize(
     """Write results/summary.csv from every cell's stage outputs (lists in matrix order;
     `fvp_run` by cell id, for the cells that ran on an FVP)."""
     plans = firmware_plan or [None] * len(cells)
+    verify_report = verify_report or [None] * len(cells)  # numerics.verify off
     fvp_run = fvp_run or {}
     states = npu_runner_state or [None] * len(cells)
     rows = []
