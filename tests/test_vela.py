@@ -71,7 +71,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     from ethosweep.compile.quantize import quantize_model
     from ethosweep.runtime.isolation import ToolFailed
     from ethosweep.vela.compile import VelaFailure, compile_cell, compile_partition
-    from test_verify import lower
+    from test_verify import lower, verify
 
     repo = Path(__file__).resolve().parents[1]
     export_model(
@@ -139,3 +139,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     )
     compiled = cell(kept, "kept_cell")
     assert record["delegated"] == "partial" and compiled["pte_bytes"] > 0
+    # and it computes what the quantized model computes: the NPU partitions on the TOSA reference model
+    verified = verify(tmp_path, "residual", kept)
+    lowering = next(c for c in verified["checks"] if c["name"] == "lowering")
+    assert lowering["verdict"] == "ok" and verified["metrics"]["max_error_steps"] <= 1, lowering
