@@ -275,9 +275,10 @@ def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lower
             lowered, rejections = lower_to_edge(exported, profile, keep_on_cpu)
     except Exception as error:
         log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
+        cause = root_cause(error)
         raise StageError(
-            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(error).__name__}: "
-            f"{' '.join(str(error).split())[:300]}"
+            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(cause).__name__}: "
+            f"{' '.join(str(cause).split())[:300]}"
         ) from error
     # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
     # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
@@ -293,6 +294,14 @@ def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lower
     # allocator must hold them): buffer 0 is reserved and always 0.
     planned = sum(int(size) for size in plan.non_const_buffer_sizes)
     return Lowered(bytes(program.buffer), edge, table, planned, sources)
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The exception at the bottom of a chain: ExecuTorch's pass manager wraps a pass's error in one
+    that lists every pass run before it, which says nothing of what went wrong."""
+    while error.__cause__ is not None and error.__cause__ is not error:
+        error = error.__cause__
+    return error
 
 
 def _serialised(save) -> bytes:

@@ -370,26 +370,28 @@ def compile_cell(
         from ethosweep.compile.artifacts import load_quantized
         from ethosweep.compile.lowering import lower_program
 
-        program, refused_again = load_quantized(quantized), None
+        program, problem = load_quantized(quantized), None
         for nodes in refused.fallbacks():
             keep = [*keep_on_cpu, *({"node": n} for n in nodes)]
-            with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
-                relowered = lower_program(program, profile, keep)
-            tosas = template_partitions(relowered.template)
             try:
+                with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
+                    relowered = lower_program(program, profile, keep)
+                tosas = template_partitions(relowered.template)
                 payloads, rows, layers = run.compile_all(tosas, relowered.sources)
             except VelaFailure as again:
-                refused_again = again
+                problem = f"Vela refused the rest too: {again.reason}"
                 continue
-            refused_again = None
+            except StageError as error:  # ExecuTorch could not lower the model with them on the CPU
+                problem = f"ExecuTorch could not lower the rest: {str(error)[:300]}"
+                continue
+            problem = None
             break
-        if refused_again is not None:
+        if problem is not None:
             raise VelaFailure(
-                f"{refused.reason}; kept on the CPU, the rest was refused too: {refused_again.reason}",
-                recorded=refused_again.recorded,
-                reproducer=refused_again.reproducer,
-                details={**refused.details, "fallback": "did not compile"},
-            ) from refused_again
+                f"{refused.reason}; falling back (those operators on the CPU) did not work: {problem}",
+                reproducer=refused.reproducer,
+                details={**refused.details, "fallback": problem},
+            ) from refused
         template_bytes = relowered.template
         lowered = {**lowered, "planned_buffer_bytes": relowered.planned, "delegated": relowered.table["delegated"]}
         lowered["template_sha256"] = hashlib.sha256(relowered.template).hexdigest()
