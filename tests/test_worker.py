@@ -70,6 +70,7 @@ def test_a_job_runs_in_a_child_with_the_clients_context(server, jobs):
         "reason": "",
         "recorded": False,
         "reproducer": None,
+        "details": {},
     }
     text = out.read_text()
     assert text.startswith("hello") and f"cwd={jobs}" in text and "env=client-env" in text
@@ -91,7 +92,13 @@ def test_a_crashing_job_fails_alone_and_the_worker_keeps_serving(server, jobs):
     assert "--set-resources crash:mem_mb=<MB>" in outcome["reason"]
     outcome = worker.submit(request(jobs, "segfault"))
     # the job's own process died: never a recorded outcome (ethosweep.runtime.outcome), retried instead
-    assert outcome == {"ok": False, "reason": "the job crashed (SIGSEGV)", "recorded": False, "reproducer": None}
+    assert outcome == {
+        "ok": False,
+        "reason": "the job crashed (SIGSEGV)",
+        "recorded": False,
+        "reproducer": None,
+        "details": {},
+    }
     assert "ethosweep-failure: the job crashed (SIGSEGV)" in (jobs / "segfault.log").read_text()
     assert worker.submit(request(jobs, "write", path="after.txt", text="still serving"))["ok"]
 
