@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ethosweep.compile.datasets import load_splits
-from ethosweep.compile.inputs import random_like
+from ethosweep.compile.inputs import random_inputs_like
 
 
 def load_tensors(path: str | Path) -> tuple:
@@ -48,8 +48,7 @@ def calibration_set(example_inputs: tuple, dataset, samples: int, seed: int) -> 
     if dataset is None:
         return [example_inputs], "the example inputs"
     if dataset == RANDOM:
-        generator = torch.Generator().manual_seed(seed + 3)
-        drawn = [tuple(random_like(t, generator) for t in example_inputs) for _ in range(samples)]
+        drawn = random_inputs_like(example_inputs, samples, seed + 3)
         return drawn, f"{samples} random inputs in the example inputs' value range (dataset: random)"
     splits = load_splits(dataset, example_inputs, seed)
     return splits.calibration(samples), f"{min(samples, len(splits.train_x))} samples of {splits.source}"
@@ -62,9 +61,6 @@ def evaluation_set(example_inputs: tuple, dataset, seed: int, evaluation_samples
         x, y = splits.evaluation(evaluation_samples)
         return [(s.unsqueeze(0),) for s in x], y, f"{len(x)} held-out samples of {splits.source}"
     # No data: random inputs spanning each example input's value range (seeded).
-    generator = torch.Generator().manual_seed(seed + 1)
-    samples = [example_inputs]
-    for _ in range(max(0, random_samples - 1)):
-        samples.append(tuple(random_like(t, generator) for t in example_inputs))
+    samples = [example_inputs, *random_inputs_like(example_inputs, max(0, random_samples - 1), seed + 1)]
     calibrated = "calibrated on others of the kind" if dataset == RANDOM else "no dataset"
     return samples, None, f"the example inputs and {len(samples) - 1} random inputs in their value range ({calibrated})"

@@ -15,3 +15,10 @@ def random_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return t.clone()
     low, high = float(t.min()), float(t.max())
     return (torch.rand(t.shape, generator=generator) * (high - low) + low).to(t.dtype)
+
+
+def random_inputs_like(example_inputs: tuple, count: int, seed: int) -> list[tuple]:
+    """`count` input tuples like `example_inputs` (random_like each tensor), drawn in order from one
+    generator seeded with `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    return [tuple(random_like(t, generator) for t in example_inputs) for _ in range(count)]

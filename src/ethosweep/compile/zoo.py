@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ethosweep.compile.inputs import random_like
+from ethosweep.compile.inputs import random_inputs_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
 from ethosweep.runtime.errors import StageError
 
@@ -144,10 +144,7 @@ def initialise(module: torch.nn.Module, init: dict, example_inputs: tuple, seed:
     norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not norms:
         return "batchnorm: calibrate asked, but the model has no BatchNorm"
-    generator = torch.Generator().manual_seed(seed + 2)
-    samples = [example_inputs] + [
-        tuple(random_like(t, generator) for t in example_inputs) for _ in range(BATCHNORM_SAMPLES - 1)
-    ]
+    samples = [example_inputs, *random_inputs_like(example_inputs, BATCHNORM_SAMPLES - 1, seed + 2)]
     module.eval()
     for norm in norms:
         norm.reset_running_stats()
