@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import logging
 import re
 import shlex
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
+from ethosweep.compile.lowering import delegate_payloads
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
@@ -217,18 +219,6 @@ def compile_partition(
 # ---- the cell's .pte --------------------------------------------------------------------
 
 
-def template_partitions(template: bytes) -> list[bytes]:
-    """Each delegate's payload in the template (its TOSA), in execution order."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(template).program
-    return [
-        bytes(program.backend_delegate_data[d.processed.index].data)
-        for plan in program.execution_plan
-        for d in plan.delegates
-    ]
-
-
 def assemble_pte(template: bytes, payloads: list[bytes], compile_specs: list[tuple[str, bytes]]) -> bytes:
     """The template with each delegate's payload and compile specs replaced, serialised.
 
@@ -351,7 +341,7 @@ def compile_cell(
     versions = {**tool_versions(), "vela": vela_version or tool_versions()["vela"]}
     lowered = read_json(lower_meta)
     template_bytes = verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
-    tosas = template_partitions(template_bytes)
+    tosas = delegate_payloads(template_bytes)
     flags = vela_flags(target, system_config, memory_mode, vela)
     where = f"{target} / {memory_mode}" + (
         f" ({system_config})" if system_config != tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)] else ""
@@ -376,8 +366,7 @@ def compile_cell(
             try:
                 with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
                     relowered = lower_program(program, profile, keep)
-                tosas = template_partitions(relowered.template)
-                payloads, rows, layers = run.compile_all(tosas, relowered.sources)
+                payloads, rows, layers = run.compile_all(delegate_payloads(relowered.template), relowered.sources)
             except VelaFailure as again:
                 problem = f"Vela refused the rest too: {again.reason}"
                 continue
@@ -495,26 +484,23 @@ class VelaRun:
     repro: Path
     vela: dict
 
+    @property
+    def tool(self) -> str:
+        return "Vela" if self.vela_version is None else f"Vela {self.vela_version}"
+
     def compile_all(self, tosas: list[bytes], sources: list | None) -> tuple[list, list, list]:
         """(payloads, summary rows, per-layer rows) of every partition; VelaFailure on the first
         partition Vela refuses, with what it refuses located and named (`sources`)."""
         payloads, rows, layers, compiled = [], [], [], {}
-        tool = "Vela" if self.vela_version is None else f"Vela {self.vela_version}"
         with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
             for index, tosa in enumerate(tosas):
                 key = hashlib.sha256(tosa).hexdigest()
                 if key not in compiled:  # a partition identical to an earlier one compiles identically
                     try:
-                        with running(tool, f"compiling partition {index} for {self.where}"):
-                            compiled[key] = compile_partition(
-                                tosa,
-                                self.flags,
-                                Path(tmp) / f"partition_{index}",
-                                what=f"Vela on partition {index}",
-                                vela_command=self.vela_command,
-                            )
+                        with running(self.tool, f"compiling partition {index} for {self.where}"):
+                            compiled[key] = self.compile(tosa, Path(tmp) / f"partition_{index}", index)
                     except (ToolCrashed, ToolFailed) as error:
-                        located = _locate(error, tosa, index, self.flags, self.vela_command, sources, Path(tmp))
+                        located = self.locate(error, tosa, index, sources, Path(tmp))
                         raise _vela_failure(
                             error,
                             index,
@@ -532,36 +518,37 @@ class VelaRun:
                 layers.extend({"partition": index, **layer} for layer in layer_rows)
         return payloads, rows, layers
 
+    def compile(self, tosa: bytes, workdir: Path, index: int | None = None):
+        what = "Vela on a part" if index is None else f"Vela on partition {index}"
+        return compile_partition(tosa, self.flags, workdir, what=what, vela_command=self.vela_command)
+
+    def locate(self, error: StageError, tosa: bytes, index: int, sources: list | None, workdir: Path):
+        """The operators of the partition Vela refuses (ethosweep.vela.refusals), by the same Vela with
+        the same flags on parts of it, or None when the failure is not an operator's."""
+        from ethosweep.vela import refusals
+
+        crashed = isinstance(error, ToolCrashed)
+        if (crashed and error.signal_name == "SIGKILL") or not (crashed or OPERATOR_REFUSAL.search(str(error))):
+            return None
+        tries = itertools.count()
+
+        def refuses(part: bytes) -> bool:
+            try:
+                self.compile(part, workdir / f"locate_{next(tries)}")
+            except (ToolCrashed, ToolFailed):
+                return True
+            return False
+
+        with running(self.tool, f"locating what it refuses in partition {index}"):
+            located = refusals.locate(tosa, refuses)
+        recorded = sources[index] if sources and index < len(sources) else {}
+        located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
+        return located
+
 
 # Vela's words for an operator it cannot place (as opposed to a configuration it rejects, which no
 # operator of the partition causes): only then are the refused operators looked for.
 OPERATOR_REFUSAL = re.compile(r"operation|operator|could not run on NPU|not supported|unsupported", re.I)
-
-
-def _locate(
-    error: StageError, tosa: bytes, index: int, flags: list[str], vela_command, sources: list | None, workdir: Path
-):
-    """The operators of the partition Vela refuses (ethosweep.vela.refusals), by the same Vela with
-    the same flags on parts of it, or None when the failure is not an operator's."""
-    from ethosweep.vela import refusals
-
-    crashed = isinstance(error, ToolCrashed)
-    if (crashed and error.signal_name == "SIGKILL") or not (crashed or OPERATOR_REFUSAL.search(str(error))):
-        return None
-    tries = iter(range(1_000_000))
-
-    def refuses(part: bytes) -> bool:
-        try:
-            compile_partition(part, flags, workdir / f"locate_{next(tries)}", "Vela on a part", vela_command)
-        except (ToolCrashed, ToolFailed):
-            return True
-        return False
-
-    with running("Vela", f"locating what it refuses in partition {index}"):
-        located = refusals.locate(tosa, refuses)
-    recorded = sources[index] if sources and index < len(sources) else {}
-    located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
-    return located
 
 
 def _vela_failure(
