@@ -366,7 +366,8 @@ def compile_cell(
             try:
                 with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
                     relowered = lower_program(program, profile, keep)
-                payloads, rows, layers = run.compile_all(delegate_payloads(relowered.template), relowered.sources)
+                # whether the rest compiles: not explained again (no locating, the refusal's reproducer kept)
+                payloads, rows, layers = run.compile_all(delegate_payloads(relowered.template), explain=False)
             except VelaFailure as again:
                 problem = f"Vela refused the rest too: {again.reason}"
                 continue
@@ -488,9 +489,12 @@ class VelaRun:
     def tool(self) -> str:
         return "Vela" if self.vela_version is None else f"Vela {self.vela_version}"
 
-    def compile_all(self, tosas: list[bytes], sources: list | None) -> tuple[list, list, list]:
+    def compile_all(
+        self, tosas: list[bytes], sources: list | None = None, explain: bool = True
+    ) -> tuple[list, list, list]:
         """(payloads, summary rows, per-layer rows) of every partition; VelaFailure on the first
-        partition Vela refuses, with what it refuses located and named (`sources`)."""
+        partition Vela refuses, with (`explain`) what it refuses located and named (`sources`) and
+        a reproducer."""
         payloads, rows, layers, compiled = [], [], [], {}
         with tempfile.TemporaryDirectory(prefix="ethosweep-vela-") as tmp:
             for index, tosa in enumerate(tosas):
@@ -500,6 +504,8 @@ class VelaRun:
                         with running(self.tool, f"compiling partition {index} for {self.where}"):
                             compiled[key] = self.compile(tosa, Path(tmp) / f"partition_{index}", index)
                     except (ToolCrashed, ToolFailed) as error:
+                        if not explain:
+                            raise VelaFailure(f"{self.tool} failed on partition {index}: {error}", error.recorded)
                         located = self.locate(error, tosa, index, sources, Path(tmp))
                         raise _vela_failure(
                             error,
