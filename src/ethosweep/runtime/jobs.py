@@ -112,7 +112,8 @@ def _job_inputs(smk: Any) -> list[str]:
 
 
 def _files(smk: Any, directories: Sequence[str]) -> list[str]:
-    return [str(path) for path in smk.output if str(path) not in set(map(str, directories))]
+    skip = set(map(str, directories))
+    return [str(path) for path in smk.output if str(path) not in skip]
 
 
 def _pass_on(smk: Any, record: dict, directories: Sequence[str], label: str) -> None:

@@ -66,11 +66,12 @@ def write_failure(record: dict, files: Iterable[str], directories: Iterable[str]
     """Put `record` in place of every output: each file becomes the record, each directory holds
     only the record (what a stage left there half-done is removed)."""
     text = json.dumps({KEY: record}, sort_keys=True) + "\n"  # one line, starting with the key failure_of looks for
-    for folder in directories:
+    for folder in map(Path, directories):
+        if folder.is_file():
+            folder.unlink()
         shutil.rmtree(folder, ignore_errors=True)
-        Path(folder).unlink(missing_ok=True) if Path(folder).is_file() else None
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        atomic_write_text(Path(folder) / IN_DIRECTORY, text)
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / IN_DIRECTORY, text)
     for file in files:
         if Path(file).is_dir():
             shutil.rmtree(file)
