@@ -142,8 +142,8 @@ def _imports_of(file: Path) -> set[str]:
     """The top-level names a Python file imports (none for a file that does not parse: the export
     stage reports a broken model file, with its line)."""
     try:
-        source = file.read_text(encoding="utf-8")
-        return imported_top_levels(source) | _dotted_imports(source)
+        dotted = _dotted_imports(file.read_text(encoding="utf-8"))  # one parse: the top levels follow
+        return dotted | {name.split(".")[0] for name in dotted}
     except (SyntaxError, OSError, UnicodeDecodeError):
         return set()
 
