@@ -24,7 +24,17 @@ from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results import advice as adv
-from ethosweep.results.table import cell_id, firmware_footer, number, primary_rows, read_summary_csv, unique_cells
+from ethosweep.results.table import (
+    NOT_VERIFIED,
+    NOT_VERIFIED_REASON,
+    cell_delegation,
+    cell_id,
+    firmware_footer,
+    number,
+    primary_rows,
+    read_summary_csv,
+    unique_cells,
+)
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
 from ethosweep.runtime.provenance import tool_versions
@@ -329,8 +339,7 @@ def cell_detail(
         layers = list(csv.DictReader(f))
     figures = read_json(vela_summary)["cell"]
     lowered = read_json(compile_meta)
-    # a cell that fell back (what Vela refused kept on the CPU) has the delegation of its own lowering
-    table = (lowered.get("fallback") or {}).get("delegation") or read_json(delegation)
+    table = cell_delegation(lowered, read_json(delegation))
     verified = _verified(verify_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [
@@ -388,8 +397,8 @@ def _verified(verify_report: str | None) -> dict:
     or, with verification off (numerics.verify), that."""
     if verify_report is None:
         return {
-            "verdict": "not verified",
-            "reason": "numerics.verify is off: an exploratory sweep",
+            "verdict": NOT_VERIFIED,
+            "reason": NOT_VERIFIED_REASON,
             "metrics": {},
             "layer": "",
         }
@@ -911,8 +920,8 @@ def render_index(
 
 
 def _numerics_heading(rows: list[dict], numerics: dict) -> str:
-    if rows and all(r.get("numerics") == "not verified" for r in rows if r.get("status") == "ok"):
-        return "numerics not verified (numerics.verify is off: an exploratory sweep)"
+    if rows and all(r.get("numerics") == NOT_VERIFIED for r in rows if r.get("status") == "ok"):
+        return f"numerics {NOT_VERIFIED} ({NOT_VERIFIED_REASON})"
     return f"numerics: {len(numerics['flagged'])} cells flagged, {len(numerics['inconclusive'])} inconclusive" + (
         f", {len(numerics['unverified'])} unverified" if numerics["unverified"] else ""
     )

@@ -13,7 +13,15 @@ import io
 from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
-from ethosweep.results.table import KEY_COLUMNS, cell_id, firmware_footer, number
+from ethosweep.results.table import (
+    KEY_COLUMNS,
+    NOT_VERIFIED,
+    NOT_VERIFIED_REASON,
+    cell_delegation,
+    cell_id,
+    firmware_footer,
+    number,
+)
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
 from ethosweep.runtime.provenance import VERSION_COLUMNS, tool_versions, version_columns
@@ -133,15 +141,12 @@ def _parameters(cell: dict) -> dict:
     }
 
 
-NOT_VERIFIED = {"numerics": "not verified", "numerics_reason": "numerics.verify is off: an exploratory sweep"}
-
-
 def numerics_columns(lowered: dict, verify_report: str | None) -> dict:
     """The verify stage's figures for this cell, if the TOSA it verified is the cell's own (the
     cell compiled even where verification failed: its numerics say so); `verify_report` None:
     verification is off (numerics.verify)."""
     if verify_report is None:
-        return dict(NOT_VERIFIED)
+        return {"numerics": NOT_VERIFIED, "numerics_reason": NOT_VERIFIED_REASON}
     failed = failure_of(verify_report)
     if failed is not None:
         return {"numerics": "unverified", "numerics_reason": describe(failed)}
@@ -183,11 +188,9 @@ def cell_row(
     cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str | None
 ) -> dict:
     """The summary row of a cell whose stages all completed (without board columns)."""
-    lowered, table, vela = read_json(compile_meta), read_json(delegation), read_json(vela_summary)
-    figures = vela["cell"]
+    lowered, vela = read_json(compile_meta), read_json(vela_summary)
+    table, figures = cell_delegation(lowered, read_json(delegation)), vela["cell"]
     fallback = lowered.get("fallback")
-    if fallback:  # what Vela refused, kept on the CPU: the cell compiled from that lowering
-        table = fallback["delegation"]
     row = {
         **cell_key(cell),
         "status": "ok",
@@ -387,8 +390,8 @@ def format_table(rows: list[dict]) -> str:
         if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
             key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_reason", ""))
             found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
-    if any(r.get("numerics") == "not verified" for r in rows):
-        out.append("  numerics: not verified (numerics.verify is off: an exploratory sweep)")
+    if any(r.get("numerics") == NOT_VERIFIED for r in rows):
+        out.append(f"  numerics: {NOT_VERIFIED} ({NOT_VERIFIED_REASON})")
     for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
         targets = ", ".join(sorted({t for t, _ in cells}))
         out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")

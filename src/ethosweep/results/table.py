@@ -16,6 +16,16 @@ CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode"
 KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
 
 
+# a cell without a verify stage (numerics.verify off): what its row and its report page say
+NOT_VERIFIED, NOT_VERIFIED_REASON = "not verified", "numerics.verify is off: an exploratory sweep"
+
+
+def cell_delegation(lowered: dict, delegation: dict) -> dict:
+    """The delegation table the cell compiled from: its fallback lowering's (what Vela refused kept
+    on the CPU) if it fell back, else its profile's."""
+    return (lowered.get("fallback") or {}).get("delegation") or delegation
+
+
 def read_summary_csv(path: str | Path) -> list[dict]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
