@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DOCS, REPO, typed
-from ethosweep.results import advice
+from ethosweep.results import advice, report
 from ethosweep.results.report import pareto_front
 from ethosweep.vela.compile import read_per_layer, read_summary
 
@@ -54,6 +54,22 @@ def test_weight_streaming_advice_points_at_a_better_memory_mode_of_the_same_swee
 def test_pareto_front():
     points = [(1.0, 10.0), (2.0, 5.0), (3.0, 6.0), (0.5, 20.0), (2.0, 5.0)]
     assert pareto_front(points) == [0, 1, 3, 4]
+
+
+def test_a_matrix_where_no_cell_compiled_still_gets_its_plots(tiny_sweep, tmp_path):
+    with open(tiny_sweep / "results/summary.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        fields, row = reader.fieldnames, next(reader)
+    failed = {k: "" for k in fields} | {k: row[k] for k in ("model", "quantization", "target", "memory_mode")}
+    summary = tmp_path / "summary.csv"
+    with open(summary, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerow(failed | {"status": "failed", "reason": "vela: Vela refused it"})
+    outputs = {name: str(tmp_path / f"{name}.svg") for name in ("cycles", "fit", "roofline", "pareto")}
+    report.write_plots(str(summary), {}, outputs)
+    for name in ("cycles", "roofline", "pareto"):
+        assert "No cell compiled" in Path(outputs[name]).read_text()
 
 
 def test_the_report_has_real_numbers_plots_and_advice(tiny_sweep):

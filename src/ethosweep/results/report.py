@@ -76,9 +76,22 @@ def _svg(fig) -> str:
     return buffer.getvalue()
 
 
+# a figure of a matrix where no cell compiled (every cell failed: the report still opens)
+NO_CELL_COMPILED = "No cell compiled: nothing to draw (the cells' pages say why)."
+
+
+def _nothing_to_draw(message: str) -> str:
+    fig, ax = _pyplot().subplots(figsize=(6, 1.5))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    return _svg(fig)
+
+
 def plot_cycles(rows: list[dict]) -> str:
     plt = _pyplot()
     cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    if not cells:
+        return _nothing_to_draw(NO_CELL_COMPILED)
     models = list(dict.fromkeys(r["model"] for r in cells))
     columns = list(dict.fromkeys((r["target"], r["memory_mode"]) for r in cells))
     grid = [[math.nan] * len(columns) for _ in models]
@@ -123,10 +136,7 @@ def plot_fit(rows: list[dict], boards: dict[str, dict]) -> str:
     cells = [r for r in rows if r.get("board") and r["status"] == "ok" and r.get("fit")]
     fig_height = 0.9 + 0.42 * max(1, len({r["model"] for r in cells}))
     if not cells:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "No boards in the config (`boards:`): nothing to fit.", ha="center", va="center")
-        return _svg(fig)
+        return _nothing_to_draw("No boards in the config (`boards:`): nothing to fit.")
     models = list(dict.fromkeys(r["model"] for r in cells))
     columns = list(dict.fromkeys((r["board"], r["memory_mode"]) for r in cells))
     import numpy as np
@@ -166,6 +176,8 @@ def plot_roofline(rows: list[dict]) -> str:
         for r in unique_cells(rows)
         if r["status"] == "ok" and number(r.get("vela_macs"), 0) > 0 and number(r.get("vela_cycles_total"), 0) > 0
     ]
+    if not cells:
+        return _nothing_to_draw(NO_CELL_COMPILED)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     targets = sorted({r["target"] for r in cells}, key=lambda t: (t.split("-")[1], int(t.split("-")[-1])))
     markers = {"Shared_Sram": "o", "Sram_Only": "s"}
@@ -245,6 +257,8 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def plot_pareto(rows: list[dict]) -> str:
     plt = _pyplot()
     cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    if not cells:
+        return _nothing_to_draw(NO_CELL_COMPILED)
     models = list(dict.fromkeys(r["model"] for r in cells))
     columns = 3
     rows_n = max(1, math.ceil(len(models) / columns))
