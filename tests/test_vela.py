@@ -66,31 +66,13 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     model's modules; the smallest part is kept as a reproducer Vela still refuses; kept on the CPU
     by `keep_on_cpu` (ExecuTorch's own DontPartition check), the rest compiles."""
     from ethosweep.compile.compile_spec import vela_flags
-    from ethosweep.compile.export import export_model
-    from ethosweep.compile.lower import lower_to_tosa
-    from ethosweep.compile.quantize import quantize_model
+    from ethosweep.runtime.io import read_json
     from ethosweep.runtime.isolation import ToolFailed
     from ethosweep.vela.compile import VelaFailure, compile_cell, compile_partition
-    from test_verify import lower, verify
+    from test_verify import export_and_quantize, lower, verify
 
-    repo = Path(__file__).resolve().parents[1]
-    export_model(
-        model={"name": "residual", "file": "tests/models/residual_int16.py"},
-        seed=0,
-        program=str(tmp_path / "program.pt2"),
-        inputs=str(tmp_path / "inputs.pt"),
-        reference=str(tmp_path / "reference.pt"),
-        meta=str(tmp_path / "export.json"),
-        base_dir=str(repo),
-    )
-    quantize_model(
-        program=str(tmp_path / "program.pt2"),
-        inputs=str(tmp_path / "inputs.pt"),
-        scheme="a16w8",
-        profile="u55",
-        quantized=str(tmp_path / "residual.pt2"),
-        meta=str(tmp_path / "quantize.json"),
-    )
+    model = {"name": "residual", "file": "tests/models/residual_int16.py"}
+    export_and_quantize(tmp_path, model, "residual", scheme="a16w8")
 
     def cell(lowered: Path, out: str):
         return compile_cell(
@@ -125,21 +107,45 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     with pytest.raises(ToolFailed, match="Non-passthrough operation"):
         compile_partition(smallest, flags, tmp_path / "again", "Vela")
     # the residual add kept on the CPU: the rest compiles, both convolutions on the NPU
-    kept = tmp_path / "kept"
-    record = lower_to_tosa(
-        quantized=str(tmp_path / "residual.pt2"),
-        profile="u55",
-        template=str(kept / "template.pte"),
-        tosa_dir=str(kept / "tosa"),
-        edge=str(kept / "edge.pt2"),
-        delegation=str(kept / "delegation.json"),
-        tosa_sources=str(kept / "tosa_sources.json"),
-        meta=str(kept / "lower.json"),
-        keep_on_cpu=[{"operator": "aten.add.Tensor"}],
-    )
+    kept = lower(tmp_path, "residual", keep_on_cpu=[{"operator": "aten.add.Tensor"}], folder="kept")
+    record = read_json(kept / "lower.json")
     compiled = cell(kept, "kept_cell")
     assert record["delegated"] == "partial" and compiled["pte_bytes"] > 0
     # and it computes what the quantized model computes: the NPU partitions on the TOSA reference model
     verified = verify(tmp_path, "residual", kept)
     lowering = next(c for c in verified["checks"] if c["name"] == "lowering")
     assert lowering["verdict"] == "ok" and verified["metrics"]["max_error_steps"] <= 1, lowering
+
+
+def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partition(tmp_path, monkeypatch):
+    """MobileNetV2's blocks, a16w8, the first residual add kept on the CPU (what the fallback keeps
+    on Ethos-U55). ExecuTorch's own partitioner with that check leaves a dequantize ending a
+    partition and the integer-only lowering fails; ethosweep's (ExecuTorch's boundary rule repeated
+    until nothing changes, compile.lowering.keeping_partitioner) lowers it, and what it computes
+    matches the quantized model. When the first assertion fails, ExecuTorch fixed it: drop ours."""
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+
+    from ethosweep.compile import lowering
+    from ethosweep.compile.artifacts import load_quantized
+    from ethosweep.runtime.io import read_json
+    from test_verify import export_and_quantize, lower, verify
+
+    model = {"name": "blocks", "file": "tests/models/inverted_residuals.py"}
+    export_and_quantize(tmp_path, model, "blocks", scheme="a16w8")
+    keep = [{"node": "add"}]
+    with monkeypatch.context() as upstream:
+        upstream.setattr(lowering, "keeping_partitioner", lambda: EthosUPartitioner)
+        with pytest.raises(Exception) as failed:
+            lowering.lower_to_edge(load_quantized(tmp_path / "blocks.pt2"), "u55", keep)
+    assert "doesn't support float32 for MUL" in str(failed.value.__cause__)
+
+    kept = lower(tmp_path, "blocks", keep_on_cpu=keep, folder="kept")
+    table = read_json(kept / "delegation.json")
+    # ExecuTorch's own rule (a partition's first node with a float input leaves it) takes the next
+    # block's add and a convolution along: the price of its partitioner, not of the check
+    assert table["delegated"] == "partial" and table["cpu_operators"]["aten_add_tensor"] >= 1, table
+    assert table["npu_ops"] > table["cpu_compute_ops"], table
+    verified = verify(tmp_path, "blocks", kept)
+    lowering_check = next(c for c in verified["checks"] if c["name"] == "lowering")
+    # a few int16 steps off the quantized model at most (3 here: the CPU's float add rounds apart)
+    assert lowering_check["verdict"] == "ok" and verified["metrics"]["max_error_steps"] <= 8, lowering_check

@@ -57,8 +57,8 @@ def exported(tmp_path_factory) -> Path:
     return d
 
 
-def lower(d: Path, name: str, profile: str = "u55") -> Path:
-    lowered = d / f"{name}_lowered"
+def lower(d: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict] = (), folder: str = "") -> Path:
+    lowered = d / (folder or f"{name}_lowered")
     lower_to_tosa(
         quantized=str(d / f"{name}.pt2"),
         profile=profile,
@@ -68,6 +68,7 @@ def lower(d: Path, name: str, profile: str = "u55") -> Path:
         delegation=str(lowered / "delegation.json"),
         tosa_sources=str(lowered / "tosa_sources.json"),
         meta=str(lowered / "lower.json"),
+        keep_on_cpu=list(keep_on_cpu),
     )
     return lowered
 
@@ -158,7 +159,15 @@ def pipeline(
     **options,
 ) -> dict:
     """export -> quantize -> lower -> verify for a test model file (or `model`), as the workflow runs them."""
-    model = model or {"name": name, "file": model_file}
+    export_and_quantize(tmp, model or {"name": name, "file": model_file}, name, scheme, profile, options.get("dataset"))
+    return verify(tmp, name, lower(tmp, name, profile), **options)
+
+
+def export_and_quantize(
+    tmp: Path, model: dict, name: str, scheme: str = "int8", profile: str = "u55", dataset: str | None = None
+) -> None:
+    """The export and quantize stages for a test model, as the workflow runs them: tmp/program.pt2,
+    tmp/inputs.pt and tmp/<name>.pt2."""
     export_model(
         model=model,
         seed=0,
@@ -175,9 +184,8 @@ def pipeline(
         profile=profile,
         quantized=str(tmp / f"{name}.pt2"),
         meta=str(tmp / "quantize.json"),
-        dataset=options.get("dataset"),
+        dataset=dataset,
     )
-    return verify(tmp, name, lower(tmp, name, profile), **options)
 
 
 def lowering(record: dict) -> dict:

@@ -112,6 +112,52 @@ def keep_node(name: str):
     return KeepNode(name)
 
 
+def keeping_partitioner():
+    """EthosUPartitioner for a lowering that keeps nodes on the CPU (`keep_on_cpu`, Vela's fallback):
+    its boundary quantize/dequantize nodes taken out of the partitions until none is left.
+
+    Why: with an integer-only profile, ExecuTorch's partitioner removes a partition's boundary
+    dequantize nodes in one pass over the graph (`_detag_boundary_nodes`), in which it also removes
+    a partition's first node when it has a float input from outside. When that node is the only
+    user of a dequantize the pass has already kept (MobileNetV2's residual add whose other input
+    comes from a convolution kept on the CPU), that dequantize ends the partition, is lowered as a
+    float MUL and the lowering fails ("TOSA ... doesn't support float32 for MUL"). Repeating
+    ExecuTorch's own rule until nothing changes leaves the dequantize on the CPU, as the rule
+    means to. Not applied without kept nodes: the profile's lowering stays ExecuTorch's own.
+    """
+    from executorch.backends.arm.constants import DQ_OPS, Q_OPS
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+
+    class KeepingPartitioner(EthosUPartitioner):
+        def _tag_module(self, module, containing_program, reporter, tag_iterator=None):
+            tags = super()._tag_module(module, containing_program, reporter, tag_iterator)
+            if not (self.tosa_spec.support_integer() and not self.tosa_spec.support_float()):
+                return tags
+            before = {n.meta["delegation_tag"] for n in module.graph.nodes if "delegation_tag" in n.meta}
+            while _untag_boundary_quantization(module.graph, DQ_OPS, Q_OPS):
+                pass
+            after = {n.meta["delegation_tag"] for n in module.graph.nodes if "delegation_tag" in n.meta}
+            return tags - (before - after)  # a partition of only boundary nodes is no partition
+
+    return KeepingPartitioner
+
+
+def _untag_boundary_quantization(graph, dq_ops, q_ops) -> bool:
+    """One pass of ExecuTorch's boundary rule: a dequantize with a user outside its partition, a
+    quantize with its input outside, leave the partition. Whether any did."""
+    changed = False
+    for node in graph.nodes:
+        tag = node.meta.get("delegation_tag")
+        if tag is None:
+            continue
+        leaves = node.target in dq_ops and any(user.meta.get("delegation_tag") != tag for user in node.users)
+        enters = node.target in q_ops and node.all_input_nodes[0].meta.get("delegation_tag") != tag
+        if leaves or enters:
+            del node.meta["delegation_tag"]
+            changed = True
+    return changed
+
+
 def lower_to_edge(exported, profile: str, keep_on_cpu: list[dict] = ()):
     """(edge program manager with TOSA payloads, the partitioner's rejections)."""
     from executorch.backends.arm.ethosu import EthosUPartitioner
@@ -121,7 +167,7 @@ def lower_to_edge(exported, profile: str, keep_on_cpu: list[dict] = ()):
     # graph; the vela stage replaces the compile specs recorded in the program by each cell's own.
     checks = keep_on_cpu_checks(keep_on_cpu)
     partitioner = (
-        EthosUPartitioner(profile_compile_spec(profile), additional_checks=checks)
+        keeping_partitioner()(profile_compile_spec(profile), additional_checks=checks)
         if checks
         else EthosUPartitioner(profile_compile_spec(profile))
     )
