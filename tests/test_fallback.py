@@ -6,6 +6,7 @@ residual add of a convolution's accumulator; on Ethos-U85 it compiles.
 """
 
 import csv
+import json
 import shutil
 
 import yaml
@@ -49,8 +50,12 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
         ("Conv2D (in Vela)", "Ethos-U55/U65", "residual")
     ]
     # the reproducer of the refusal stays beside the cell
-    repro = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/repro"
-    assert (repro / "partition_0_refused.tosa").exists() and (repro / "command.sh").exists()
+    cell = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+    assert (cell / "repro/partition_0_refused.tosa").exists() and (cell / "repro/command.sh").exists()
+    # and the cell's record says what locating and falling back cost
+    fallback = json.loads((cell / "compile.json").read_text())["fallback"]
+    assert fallback["located"]["tries"] == 5 and fallback["located"]["complete"], fallback["located"]
+    assert fallback["located"]["seconds"] > 0 and fallback["seconds"] > 0
     assert planned_jobs(work) == {}
 
     # fallback off: the cell fails, naming what Vela refuses; only the Vela jobs and what reads them rerun

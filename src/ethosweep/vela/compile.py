@@ -545,8 +545,10 @@ class VelaRun:
                 return True
             return False
 
+        started = time.perf_counter()
         with running(self.tool, f"locating what it refuses in partition {index}"):
             located = refusals.locate(tosa, refuses)
+        located.seconds = round(time.perf_counter() - started, 2)
         recorded = sources[index] if sources and index < len(sources) else {}
         located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
         return located
@@ -601,5 +603,8 @@ def _vela_failure(
         f"{reason} (reproducer: {folder}/)",
         recorded=error.recorded,
         reproducer=f"{folder}/",
-        details={"refused": [r.as_dict() for r in located.refused]} if located and located.refused else {},
+        # what was refused, and what finding it cost (Vela runs, seconds): the cell's record keeps both
+        details={"refused": [r.as_dict() for r in located.refused], "located": located.cost()}
+        if located and located.refused
+        else {},
     )

@@ -77,14 +77,14 @@ class Location:
     units: int
     complete: bool  # False when MAX_TRIES ran out first
     minimal_tosa: bytes | None = None  # the smallest part that still fails, for the reproducer
+    seconds: float = 0.0  # what locating cost (set by the caller, who runs Vela)
 
     def as_dict(self) -> dict:
-        return {
-            "refused": [r.as_dict() for r in self.refused],
-            "tries": self.tries,
-            "units": self.units,
-            "complete": self.complete,
-        }
+        return {"refused": [r.as_dict() for r in self.refused], **self.cost()}
+
+    def cost(self) -> dict:
+        """How much locating took: Vela runs, of how many units, whether it finished, seconds."""
+        return {"tries": self.tries, "units": self.units, "complete": self.complete, "seconds": self.seconds}
 
 
 # ---- the partition's operators, and a part of them as a TOSA graph of its own ------------------
