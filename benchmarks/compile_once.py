@@ -34,19 +34,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.cli import compare  # noqa: E402
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from ethosweep.results.table import read_summary_csv  # noqa: E402
+from workdirs import make_workdir, snakemake, timed, write_config  # noqa: E402
 
 # The last commit whose workflow lowered every cell on its own (lower_to_pte, then run_vela).
 BEFORE = "3bfdf9e"
@@ -188,12 +189,33 @@ def design_space(root: Path, cores: int, smoke: bool = False) -> bool:
     print(f"Vela alone, per cell              {per_vela:6.2f} s wall")
     print(f"cell / Vela alone                 {per_cell / per_vela:6.2f}   (target <= 2)")
 
-    bad = [c.id for c in new_cells if not (work / "results/vela" / c.id / "model.pte").is_file()]
+    bad = different_from_vela_alone(work, new_cells, root / "vela-alone")
     if bad:
-        print("MISSING CELLS:\n  " + "\n  ".join(bad))
+        print("CELLS THAT DIFFER FROM VELA ALONE:\n  " + "\n  ".join(bad))
         return True
-    print(f"all {len(space.cells)} cells compiled\n", flush=True)
+    print(f"all {len(space.cells)} cells compiled, each partition's Vela cycles equal to Vela alone's\n", flush=True)
     return False
+
+
+def different_from_vela_alone(work: Path, cells, out: Path) -> list[str]:
+    """Cells whose partitions ethosweep's Vela job estimated otherwise than the same Vela with the same
+    flags on the same TOSA, alone (none expected: the same compile, so the same figures)."""
+    from ethosweep.vela.compile import read_summary
+
+    problems = []
+    for cell in cells:
+        summary = work / "results/vela" / cell.id / "summary.json"
+        if not (work / "results/vela" / cell.id / "model.pte").is_file() or not summary.is_file():
+            problems.append(f"{cell.id}: not compiled")
+            continue
+        ours = [p["cycles_total"] for p in json.loads(summary.read_text()).get("partitions", [])]
+        alone = [
+            read_summary(next(part.glob("*_summary_*.csv")))["cycles_total"]
+            for part in sorted((out / cell.id).iterdir(), key=lambda d: int(d.name))
+        ]
+        if ours != alone:
+            problems.append(f"{cell.id}: Vela cycles per partition {ours}, Vela alone {alone}")
+    return problems
 
 
 def vela_commands(work: Path, cells, out: Path) -> list[list[str]]:
@@ -225,53 +247,6 @@ def run_all(commands: list[list[str]], cores: int) -> None:
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
         list(pool.map(run, commands))
-
-
-# ---- shared ----------------------------------------------------------------------------------
-
-
-def timed(name: str, func) -> float:
-    started = time.perf_counter()
-    func()
-    seconds = time.perf_counter() - started
-    print(f"  {name:<58} {seconds:8.1f} s", flush=True)
-    return seconds
-
-
-def make_workdir(path: Path, config: dict) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    (path / "config").mkdir(parents=True)
-    shutil.copytree(REPO / "models", path / "models")
-    write_config(path, config)
-    return path
-
-
-def write_config(path: Path, config: dict) -> None:
-    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def snakemake(workdir: Path, cores: int, source: Path) -> None:
-    """`snakemake --cores N` with the workflow and library of `source` (its src/ first on the path)."""
-    env = {**os.environ, "PYTHONPATH": str(source / "src")}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(source / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--cores",
-            str(cores),
-            "--quiet",
-            "all",
-        ],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.matrix.config import build_sweep  # noqa: E402
+from workdirs import make_workdir, snakemake, write_config  # noqa: E402
 
 # 4 models x 3 targets x 2 memory modes = 24 cells, + 4 cells of the i.MX93 board's (Ethos-U65,
 # Dedicated_Sram_384KB) = 28: the default matrix without its two trivial models (add, softmax) and the
@@ -173,39 +175,6 @@ def bench_config(matrix: str) -> dict:
         )
     models = [m for m in default["models"] if m["name"] in BENCH_MODELS]
     return dict(default, models=models, memory_modes=FIRST_MODES)
-
-
-def make_workdir(path: Path, config: dict) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    (path / "config").mkdir(parents=True)
-    shutil.copytree(REPO / "models", path / "models")
-    write_config(path, config)
-    return path
-
-
-def write_config(path: Path, config: dict) -> None:
-    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def snakemake(workdir: Path, cores: int, via_uv: bool = False) -> None:
-    """`snakemake` on the workflow, as the docs run it (`uv run` checks the environment first)."""
-    launcher = ["uv", "run", "--project", str(REPO), "snakemake"] if via_uv else [sys.executable, "-m", "snakemake"]
-    subprocess.run(
-        [
-            *launcher,
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--cores",
-            str(cores),
-            "--quiet",
-            "all",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 def write_peer_models(peer_dir: Path, config: dict, sweep) -> None:

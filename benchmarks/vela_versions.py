@@ -47,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
-from sweep import make_workdir, peer_command, vela_blobs, write_config, write_peer_models  # noqa: E402
+from sweep import peer_command, vela_blobs, write_peer_models  # noqa: E402
+from workdirs import make_workdir, snakemake, snakemake_command, timed, write_config  # noqa: E402
 
 OTHER = "5.2.0"
 SMOKE_MODELS = ("mnist", "ds_cnn")  # ds_cnn: two partitions on Ethos-U55
@@ -143,35 +144,6 @@ def base_config(smoke: bool) -> dict:
         boards=[],
         cpu_targets=[],
     )
-
-
-def timed(name: str, func) -> float:
-    started = time.perf_counter()
-    func()
-    seconds = time.perf_counter() - started
-    print(f"  {name:<62} {seconds:8.1f} s", flush=True)
-    return seconds
-
-
-def snakemake_command(workdir: Path, cores: int, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        str(cores),
-        *extra,
-    ]
-
-
-def snakemake(workdir: Path, cores: int) -> None:
-    proc = subprocess.run(snakemake_command(workdir, cores, "--quiet", "all"), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-4000:]}")
 
 
 def dry_run(workdir: Path, cores: int) -> dict[str, int]:

@@ -1,0 +1,63 @@
+"""What every benchmark does to drive the workflow: a working directory with a config, a
+`snakemake` run in it (this checkout's workflow, or another checkout's), a timed step."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_workdir(path: Path, config: dict) -> Path:
+    """An empty working directory with the repo's models and `config` as its config."""
+    shutil.rmtree(path, ignore_errors=True)
+    (path / "config").mkdir(parents=True)
+    shutil.copytree(REPO / "models", path / "models")
+    write_config(path, config)
+    return path
+
+
+def write_config(path: Path, config: dict) -> None:
+    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def snakemake_command(workdir: Path, cores: int, *extra: str, source: Path = REPO, via_uv: bool = False) -> list[str]:
+    """`snakemake --cores N` in `workdir` with the workflow of `source`; `via_uv`: as the docs run
+    it (`uv run` checks the environment first)."""
+    launcher = ["uv", "run", "--project", str(REPO), "snakemake"] if via_uv else [sys.executable, "-m", "snakemake"]
+    return [
+        *launcher,
+        "--snakefile",
+        str(source / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        str(cores),
+        *extra,
+    ]
+
+
+def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = False) -> None:
+    """The whole workflow (`all`), quietly, with `source`'s library first on the path; a failed run
+    ends the benchmark with the end of its log."""
+    env = {**os.environ, "PYTHONPATH": str(source / "src")}
+    command = snakemake_command(workdir, cores, "--quiet", "all", source=source, via_uv=via_uv)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-4000:]}")
+
+
+def timed(name: str, func, width: int = 58) -> float:
+    """Run `func`, print its wall time beside `name`, return it."""
+    started = time.perf_counter()
+    func()
+    seconds = time.perf_counter() - started
+    print(f"  {name:<{width}} {seconds:8.1f} s", flush=True)
+    return seconds
