@@ -49,6 +49,11 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     assert [(r["operator"], r["family"], r["held_back"]) for r in kept] == [
         ("Conv2D (in Vela)", "Ethos-U55/U65", "residual")
     ]
+    # the per-model table describes what the Ethos-U55 cell compiled from: the fallback's lowering
+    models = {r["family"]: r for r in csv.DictReader(open(work / "results/operator_models.csv", newline=""))}
+    u55_model = models["Ethos-U55/U65"]
+    assert (u55_model["delegated"], u55_model["cpu_compute_ops"]) == ("partial (fallback)", "1"), u55_model
+    assert 0 < float(u55_model["npu_mac_share_pct"]) <= 100 and models["Ethos-U85"]["delegated"] == "full"
     # the reproducer of the refusal stays beside the cell
     cell = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     assert (cell / "repro/partition_0_refused.tosa").exists() and (cell / "repro/command.sh").exists()

@@ -285,6 +285,7 @@ def write_operator_map(
         if failure_of(path) is None
     ]
     macs: dict[tuple, int] = {}
+    fell_back: dict[tuple, dict] = {}  # the first fallback cell's record per (model, quant, profile)
     failed = []
     for cell, path in zip(cells, vela_summary, strict=True):
         record = failure_of(path)
@@ -295,6 +296,7 @@ def write_operator_map(
         compiled = read_json(path)
         if compiled.get("fallback"):  # Vela refused some of it: kept on the CPU, the rest compiled
             failed.append({**_cell_row(cell), "reason": f"fallback: {compiled['fallback']['reason']}", "kept": True})
+            fell_back.setdefault(key, compiled)
             continue
         if key not in macs:
             macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
@@ -303,7 +305,24 @@ def write_operator_map(
     if refused:
         rows = sorted(rows + refused, key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
-    atomic_write_text(models, _csv(model_rows(entries, macs), MODEL_COLUMNS))
+    atomic_write_text(models, _csv(model_rows(with_fallbacks(entries, fell_back, macs), macs), MODEL_COLUMNS))
+
+
+def with_fallbacks(entries: list[dict], fell_back: dict[tuple, dict], macs: dict[tuple, int]) -> list[dict]:
+    """The per-model entries, where no cell of a profile compiled from its lowering but some fell
+    back: the lowering those cells compiled from (what Vela refused on the CPU), and its MACs
+    (added to `macs`). The operator rows stay the partitioner's view of the profile's lowering."""
+    out = []
+    for entry in entries:
+        key = (entry["model"], entry["quant"], entry["profile"])
+        if key in macs or key not in fell_back:
+            out.append(entry)
+            continue
+        compiled = fell_back[key]
+        table = compiled["fallback"]["delegation"]
+        macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
+        out.append({**entry, "delegation": {**table, "delegated": f"{table.get('delegated', '')} (fallback)"}})
+    return out
 
 
 def _cell_row(cell: dict) -> dict:
