@@ -3,20 +3,25 @@ share of operators on the NPU per target.
 
     uv run python benchmarks/zoo.py --preset attention            # config/zoos/attention.yaml
     uv run python benchmarks/zoo.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
-    uv run python benchmarks/zoo.py --smoke                       # tiny_vit, int8, U55 and U85 (the tests)
+    uv run python benchmarks/zoo.py --preset mobile_classifiers --quantization a16w8 \
+        --targets ethos-u55-128 ethos-u65-256                     # the cells Vela refuses, and their cost
+    uv run python benchmarks/zoo.py --smoke                       # tiny_vit, int8, U55 and U85, and a
+                                                                  # residual block Vela refuses (the tests)
 
 Runs `snakemake --cores N --configfile config/zoos/<preset>.yaml` from empty results in a working
 directory of its own, as a user would, then reads what the sweep wrote: results/summary.csv (each
 cell ok, partly delegated or failed, with its reason), results/operators.csv and
-results/operator_models.csv (the operator map). Prints the figures and the map's top rows; fails
-if the run failed, if a cell failed without a reason, or if the map is missing a model the sweep
-lowered.
+results/operator_models.csv (the operator map), and each cell that fell back its record (what
+locating and falling back cost, against the profile's lowering). Prints the figures and the map's
+top rows; fails if the run failed, if a cell failed without a reason, if a fallback has no costs
+recorded, or if the map is missing a model the sweep lowered.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import platform
 import shutil
@@ -32,7 +37,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from ethosweep.matrix.targets import tosa_profile  # noqa: E402
 from ethosweep.results.operators import format_top  # noqa: E402
+
+SMOKE_REFUSED = {"name": "residual", "file": "tests/models/residual_int16.py"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,21 +49,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny_vit of the attention preset, int8, U55 and U85")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
+    parser.add_argument("--quantization", nargs="+", help="only these schemes of the preset")
+    parser.add_argument("--targets", nargs="+", help="only these targets of the preset")
     args = parser.parse_args(argv)
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-zoo-"))
     preset = REPO / "config" / "zoos" / f"{'attention' if args.smoke else args.preset}.yaml"
     config = yaml.safe_load(preset.read_text())
     if args.smoke:
+        # tiny_vit, and a residual block Vela refuses in a16w8 on Ethos-U55 (its fallback's cost)
         config = dict(
             config,
-            models=[m for m in config["models"] if m["name"] == "tiny_vit"],
+            models=[m for m in config["models"] if m["name"] == "tiny_vit"] + [SMOKE_REFUSED],
             targets=["ethos-u55-128", "ethos-u85-256"],
             quantization=["int8"],
+            include=[
+                {"model": "residual", "quantization": "a16w8", "target": "ethos-u55-128", "memory_mode": "Shared_Sram"}
+            ],
         )
+    if args.quantization:
+        config["quantization"] = args.quantization
+    if args.targets:
+        config["targets"] = args.targets
     work = root / "sweep"
     shutil.rmtree(work, ignore_errors=True)
     (work / "config").mkdir(parents=True)
     shutil.copytree(REPO / "models", work / "models")
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
     (work / "config" / "zoo.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
@@ -123,11 +142,39 @@ def main(argv: list[str] | None = None) -> int:
     top = format_top(list(csv.DictReader(open(operators_csv, newline=""))))
     print("what holds models back (the operator map's top rows):")
     print("\n".join(f"  {line}" for line in top) or "  nothing: every operator runs on the NPU")
+    problems += print_refusal_costs(work)
     if problems:
         print("PROBLEMS:\n  " + "\n  ".join(problems))
         return 1
     print(f"verdict: {len(cells)} cells, every failure with its reason, the map covers all {len(mapped)} models")
     return 0
+
+
+def print_refusal_costs(work: Path) -> list[str]:
+    """What the cells Vela refused cost, from their records: locating (Vela runs, seconds), falling
+    back (one more lowering and Vela, seconds), against the lowering every cell of the profile
+    shares. Problems: a cell that fell back without its costs recorded."""
+    lines, problems = [], []
+    for meta in sorted((work / "results/vela").glob("*/*/*/*/*/compile.json")):
+        fallback = json.loads(meta.read_text()).get("fallback")
+        if not fallback:
+            continue
+        model, quant, target = meta.parts[-6:-3]
+        cell = "/".join(meta.parts[-6:-1])
+        located = fallback.get("located") or {}
+        if not located.get("seconds") or not fallback.get("seconds"):
+            problems.append(f"{cell} fell back without its costs recorded")
+            continue
+        lowered = work / "results/lower" / model / quant / tosa_profile(target) / "lower.json"
+        lowering = json.loads(lowered.read_text())["seconds"]
+        lines.append(
+            f"  {cell}: located in {located['tries']} Vela runs, {located['seconds']:.1f} s; fallback "
+            f"{fallback['seconds']:.1f} s = {fallback['seconds'] / lowering:.2f}x the profile's lowering "
+            f"({lowering:.1f} s)"
+        )
+    print("cells Vela refused, kept on the CPU (vela.fallback), and what that cost:")
+    print("\n".join(lines) or "  none")
+    return problems
 
 
 if __name__ == "__main__":
