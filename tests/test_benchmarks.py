@@ -69,3 +69,8 @@ def test_the_zoo_benchmark_reaches_its_verdict(tmp_path):
     assert re.search(r"residual/a16w8/ethos-u55-128/\S+: located in 5 Vela runs, [\d.]+ s; fallback", out), out
     index = (tmp_path / "sweep/results/report/index.html").read_text()
     assert index.index('id="operators"') < index.index('id="pick"')  # a preset's report opens on the map
+
+
+def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
+    out = run_benchmark("plan.py", "--smoke", "--repeat", "1", workdir=tmp_path)
+    assert "compile_with_vela 32," in out and "verdict: the plan is the matrix, 32 cells" in out, out
