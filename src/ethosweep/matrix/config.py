@@ -162,7 +162,8 @@ class Sweep:
         if self.skipped:
             reasons = sorted({r for _, r in self.skipped})
             n = len(self.skipped)
-            text += f"; left out {n} combination{'s' if n != 1 else ''} Vela does not accept: " + "; ".join(reasons)
+            shown = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if reasons[3:] else "")
+            text += f"; left out {n} combination{'s' if n != 1 else ''} Vela does not accept: {shown}"
         return text
 
 
