@@ -54,6 +54,12 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     u55_model = models["Ethos-U55/U65"]
     assert (u55_model["delegated"], u55_model["cpu_compute_ops"]) == ("partial (fallback)", "1"), u55_model
     assert 0 < float(u55_model["npu_mac_share_pct"]) <= 100 and models["Ethos-U85"]["delegated"] == "full"
+    # the cell's report page: the add on the CPU because Vela refused it, numerics not those verified
+    page = work / "results/report/cells/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
+    text = page.read_text()
+    assert "refused by Vela 5.1.0 on ethos-u55-128 / Shared_Sram, kept on the CPU (vela.fallback)" in text
+    assert "KeepNode" not in text and "The numerics are not verified" in text
+    assert "with what Vela refused kept on the CPU, which the verify stage" in text
     # the reproducer of the refusal stays beside the cell
     cell = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     assert (cell / "repro/partition_0_refused.tosa").exists() and (cell / "repro/command.sh").exists()

@@ -71,6 +71,10 @@ def recording_rejections():
                 rejections.append((node.name, reason))
             super().report_reject(node, reason)
 
+        def wrap_check(self, check, message):
+            # a keep_on_cpu check says why in the user's terms, not "Rejected by KeepNode"
+            return super().wrap_check(check, getattr(check, "why", None) or message)
+
     tosa_partitioner.WhyNoPartitionReporter = RecordingReporter
     try:
         yield rejections
@@ -87,11 +91,18 @@ def keep_on_cpu_checks(keep_on_cpu: list[dict]) -> list:
     checks = []
     for item in keep_on_cpu:
         if "module" in item:
-            checks.append(DontPartitionModule(instance_name=item["module"]))
+            check = DontPartitionModule(instance_name=item["module"])
         elif "node" in item:
-            checks.append(keep_node(item["node"]))
+            check = keep_node(item["node"])
         elif "operator" in item:
-            checks.append(DontPartition(item["operator"]))
+            check = DontPartition(item["operator"])
+        else:
+            continue
+        # why, as the delegation table and the report say it: the fallback's own words ("refused by
+        # Vela 5.1.0 on ethos-u55-128"), else the model's keep_on_cpu entry
+        key = next(k for k in ("module", "node", "operator") if k in item)
+        check.why = item.get("why") or f"kept on the CPU by the model's keep_on_cpu ({key}: {item[key]})"
+        checks.append(check)
     return checks
 
 

@@ -30,6 +30,7 @@ from ethosweep.results.table import (
     cell_delegation,
     cell_id,
     firmware_footer,
+    not_the_verified_program,
     number,
     primary_rows,
     read_summary_csv,
@@ -354,7 +355,7 @@ def cell_detail(
     figures = read_json(vela_summary)["cell"]
     lowered = read_json(compile_meta)
     table = cell_delegation(lowered, read_json(delegation))
-    verified = _verified(verify_report)
+    verified = _verified(verify_report, lowered)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [
         {
@@ -406,9 +407,10 @@ def cell_detail(
     }
 
 
-def _verified(verify_report: str | None) -> dict:
+def _verified(verify_report: str | None, lowered: dict) -> dict:
     """The verify stage's record, or for a verification that failed (the cell compiled) its failure,
-    or, with verification off (numerics.verify), that."""
+    or, with verification off (numerics.verify), that; for a cell whose program is not the one
+    verified (a fallback, another TOSA), why it is unverified."""
     if verify_report is None:
         return {
             "verdict": NOT_VERIFIED,
@@ -417,9 +419,11 @@ def _verified(verify_report: str | None) -> dict:
             "layer": "",
         }
     failed = failure_of(verify_report)
-    if failed is None:
-        return read_json(verify_report)
-    return {"verdict": "unverified", "reason": f"verification failed: {describe(failed)}", "metrics": {}, "layer": ""}
+    verified = read_json(verify_report) if failed is None else None
+    why = f"verification failed: {describe(failed)}" if failed else not_the_verified_program(lowered, verified)
+    if why:
+        return {"verdict": "unverified", "reason": why, "metrics": {}, "layer": ""}
+    return verified
 
 
 def _title(cell: dict) -> str:

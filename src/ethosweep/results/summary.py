@@ -20,6 +20,7 @@ from ethosweep.results.table import (
     cell_delegation,
     cell_id,
     firmware_footer,
+    not_the_verified_program,
     number,
 )
 from ethosweep.runtime.io import atomic_write_text, read_json
@@ -151,16 +152,9 @@ def numerics_columns(lowered: dict, verify_report: str | None) -> dict:
     if failed is not None:
         return {"numerics": "unverified", "numerics_reason": describe(failed)}
     verified = read_json(verify_report)
-    cell_tosa = [p["tosa_sha256"] for p in lowered["partitions"]]
-    verified_tosa = [p["tosa_sha256"] for p in verified["tosa_partitions"]]
-    if lowered.get("fallback"):
-        return {
-            "numerics": "unverified",
-            "numerics_reason": "the cell compiled from a lowering with what Vela refused kept on the CPU, which the "
-            "verify stage (one per model, scheme and profile) did not verify",
-        }
-    if cell_tosa != verified_tosa:
-        return {"numerics": "unverified", "numerics_reason": "the cell's TOSA differs from the verified TOSA"}
+    elsewhere = not_the_verified_program(lowered, verified)
+    if elsewhere:
+        return {"numerics": "unverified", "numerics_reason": elsewhere}
     metrics = verified["metrics"]
     worst = verified.get("worst_layers") or []
     return {

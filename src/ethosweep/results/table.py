@@ -20,6 +20,19 @@ KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
 NOT_VERIFIED, NOT_VERIFIED_REASON = "not verified", "numerics.verify is off: an exploratory sweep"
 
 
+def not_the_verified_program(lowered: dict, verified: dict) -> str | None:
+    """Why the verify stage's verdict (one per model, scheme and profile) does not hold for a cell
+    (its compile record `lowered`), or None when it does."""
+    if lowered.get("fallback"):
+        return (
+            "the cell compiled from a lowering with what Vela refused kept on the CPU, which the verify stage "
+            "(one per model, scheme and profile) did not verify"
+        )
+    if [p["tosa_sha256"] for p in lowered["partitions"]] != [p["tosa_sha256"] for p in verified["tosa_partitions"]]:
+        return "the cell's TOSA differs from the verified TOSA"
+    return None
+
+
 def cell_delegation(lowered: dict, delegation: dict) -> dict:
     """The delegation table the cell compiled from: its fallback lowering's (what Vela refused kept
     on the CPU) if it fell back, else its profile's."""

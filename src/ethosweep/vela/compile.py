@@ -362,7 +362,8 @@ def compile_cell(
 
         program, problem = load_quantized(quantized), None
         for nodes in refused.fallbacks():
-            keep = [*keep_on_cpu, *({"node": n} for n in nodes)]
+            why = f"refused by Vela {versions['vela']} on {where}, kept on the CPU (vela.fallback)"
+            keep = [*keep_on_cpu, *({"node": n, "why": why} for n in nodes)]
             try:
                 with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
                     relowered = lower_program(program, profile, keep)
