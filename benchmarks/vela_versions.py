@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"one more Vela version, per cell    {added_s / n:6.2f} s wall (its Vela job, and its share of the rest)")
     print(f"Vela alone, per cell               {alone_s / n:6.2f} s wall")
-    print(f"cell / Vela alone                  {added_s / alone_s:6.2f}   (target <= 2: about one Vela run a cell)")
+    print(f"cell / Vela alone                  {added_s / alone_s:6.2f}   (target <= 1.5: about one Vela run a cell)")
     if peer:
         per_peer_cell = sum(peer["seconds"][c.model] for c in peer_cells) / len(peer_cells)
         print(
