@@ -28,18 +28,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compile_once import ALL_MEMORY_MODES  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from workdirs import make_workdir, snakemake_command  # noqa: E402
 
-MEMORY_MODES = [
-    "Shared_Sram",
-    "Sram_Only",
-    "Dedicated_Sram",
-    "Dedicated_Sram_256KB",
-    "Dedicated_Sram_384KB",
-    "Dedicated_Sram_512KB",
-]
 TARGET_SECONDS = 30
 
 
@@ -91,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         config = large_matrix(4, ["ethos-u55-128", "ethos-u85-256"], ["Shared_Sram", "Sram_Only"])
     else:
-        config = large_matrix(40, list(TARGETS), MEMORY_MODES)
+        config = large_matrix(40, list(TARGETS), ALL_MEMORY_MODES)
     sweep = build_sweep(config, REPO)
     work = make_workdir((args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-plan-"))) / "plan", config)
     print(f"machine: {platform.node()}; python {platform.python_version()}; {sweep.describe().split(';')[0]}")

@@ -88,19 +88,19 @@ def keep_on_cpu_checks(keep_on_cpu: list[dict]) -> list:
     lowering derives from an exported node: keep_node), an operator (DontPartition)."""
     from executorch.exir.backend.operator_support import DontPartition, DontPartitionModule
 
+    check_for = {
+        "module": lambda name: DontPartitionModule(instance_name=name),
+        "node": keep_node,
+        "operator": DontPartition,
+    }
     checks = []
     for item in keep_on_cpu:
-        if "module" in item:
-            check = DontPartitionModule(instance_name=item["module"])
-        elif "node" in item:
-            check = keep_node(item["node"])
-        elif "operator" in item:
-            check = DontPartition(item["operator"])
-        else:
+        key = next((k for k in check_for if k in item), None)
+        if key is None:
             continue
+        check = check_for[key](item[key])
         # why, as the delegation table and the report say it: the fallback's own words ("refused by
         # Vela 5.1.0 on ethos-u55-128"), else the model's keep_on_cpu entry
-        key = next(k for k in ("module", "node", "operator") if k in item)
         check.why = item.get("why") or f"kept on the CPU by the model's keep_on_cpu ({key}: {item[key]})"
         checks.append(check)
     return checks

@@ -305,14 +305,16 @@ def write_operator_map(
     if refused:
         rows = sorted(rows + refused, key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
-    atomic_write_text(models, _csv(model_rows(with_fallbacks(entries, fell_back, macs), macs), MODEL_COLUMNS))
+    atomic_write_text(models, _csv(model_rows(*with_fallbacks(entries, fell_back, macs)), MODEL_COLUMNS))
 
 
-def with_fallbacks(entries: list[dict], fell_back: dict[tuple, dict], macs: dict[tuple, int]) -> list[dict]:
-    """The per-model entries, where no cell of a profile compiled from its lowering but some fell
-    back: the lowering those cells compiled from (what Vela refused on the CPU), and its MACs
-    (added to `macs`). The operator rows stay the partitioner's view of the profile's lowering."""
-    out = []
+def with_fallbacks(
+    entries: list[dict], fell_back: dict[tuple, dict], macs: dict[tuple, int]
+) -> tuple[list[dict], dict[tuple, int]]:
+    """(entries, MACs) for the per-model rows: where no cell of a profile compiled from its lowering
+    but some fell back, the lowering those cells compiled from (what Vela refused on the CPU) and
+    its MACs. The operator rows stay the partitioner's view of the profile's lowering."""
+    out, all_macs = [], dict(macs)
     for entry in entries:
         key = (entry["model"], entry["quant"], entry["profile"])
         if key in macs or key not in fell_back:
@@ -320,9 +322,9 @@ def with_fallbacks(entries: list[dict], fell_back: dict[tuple, dict], macs: dict
             continue
         compiled = fell_back[key]
         table = compiled["fallback"]["delegation"]
-        macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
+        all_macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
         out.append({**entry, "delegation": {**table, "delegated": f"{table.get('delegated', '')} (fallback)"}})
-    return out
+    return out, all_macs
 
 
 def _cell_row(cell: dict) -> dict:
