@@ -1,0 +1,77 @@
+"""Node provenance shared instead of deep-copied (ethosweep.compile.node_provenance): a NodeSource
+reads as torch makes it, and a lowering gives the same bytes with torch's deep copies and without."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import zipfile
+from pathlib import Path
+
+from ethosweep.compile import node_provenance
+from ethosweep.compile.node_provenance import shared_node_provenance
+
+
+def provenance_chain(node, passes: int):
+    """`node` made by `passes` passes, as a pass manager leaves it: each level holds the last."""
+    from torch.fx.traceback import NodeSource, NodeSourceAction
+
+    node.meta["from_node"] = [NodeSource(None, "tracer", NodeSourceAction.CREATE)]
+    for index in range(passes):
+        node.meta["from_node"] = [NodeSource(node, f"pass_{index}", [NodeSourceAction.REPLACE])]
+
+
+def test_this_torch_still_deep_copies_node_provenance():
+    from torch.fx.traceback import NodeSource
+
+    # When this fails, torch no longer deep-copies: node_provenance has nothing left to do, drop it.
+    assert node_provenance._deep_copies_provenance(NodeSource)
+
+
+def test_a_node_source_reads_as_torch_makes_it_and_shares_its_sources():
+    import torch
+    from torch.fx.traceback import NodeSource, NodeSourceAction
+
+    graph = torch.fx.symbolic_trace(torch.nn.ReLU()).graph
+    node = next(n for n in graph.nodes if n.op == "call_function")
+    provenance_chain(node, passes=5)
+    torch_init = NodeSource.__init__
+
+    torchs = NodeSource(node, "next_pass", NodeSourceAction.CREATE)
+    with shared_node_provenance():
+        ours = NodeSource(node, "next_pass", NodeSourceAction.CREATE)
+    assert NodeSource.__init__ is torch_init  # restored after the block
+
+    assert ours.to_dict() == torchs.to_dict()
+    assert ours.print_readable() == torchs.print_readable()
+    assert ours.from_node[0] is node.meta["from_node"][0]  # shared, not copied
+    node.meta["from_node"].append(NodeSource(None, "later", NodeSourceAction.CREATE))
+    assert len(ours.from_node) == len(torchs.from_node) == 1  # what happens to the node later is not ours
+
+
+def test_a_lowering_gives_the_same_bytes_with_shared_provenance(tmp_path, monkeypatch):
+    from test_verify import export_and_quantize, lower
+
+    export_and_quantize(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"}, "blocks")
+    shared = lower(tmp_path, "blocks", folder="shared")
+    monkeypatch.setattr(node_provenance, "shared_node_provenance", contextlib.nullcontext)
+    copied = lower(tmp_path, "blocks", folder="copied")
+
+    for name in ("template.pte", "delegation.json", "tosa_sources.json"):
+        assert (shared / name).read_bytes() == (copied / name).read_bytes(), name
+    partitions = sorted(p.name for p in (shared / "tosa").iterdir())
+    assert partitions and partitions == sorted(p.name for p in (copied / "tosa").iterdir())
+    for name in partitions:
+        assert (shared / "tosa" / name).read_bytes() == (copied / "tosa" / name).read_bytes(), name
+    assert edge_program(shared / "edge.pt2") == edge_program(copied / "edge.pt2")
+
+
+def edge_program(path: Path) -> dict[str, bytes]:
+    """An edge program's archive, member by member, with each provenance entry's graph id (a Python
+    object id: different in every process) taken out."""
+    with zipfile.ZipFile(path) as archive:
+        members = {Path(info.filename).name: archive.read(info) for info in archive.infolist()}
+    return {
+        name: re.sub(rb'graph_id[\\"]*: -?\d+', b"graph_id", data) if name.endswith(".json") else data
+        for name, data in members.items()
+    }
