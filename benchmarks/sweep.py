@@ -28,13 +28,9 @@ Vela's cycle counts are compiler estimates; here they only serve as a fingerprin
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
-import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,6 +44,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.matrix.config import build_sweep  # noqa: E402
+from peer import compare_work, peer_cells, run_peer, same_work_line, warm_page_cache, write_peer_models  # noqa: E402
 from workdirs import make_workdir, snakemake, write_config  # noqa: E402
 
 # 4 models x 3 targets x 2 memory modes = 24 cells, + 4 cells of the i.MX93 board's (Ethos-U65,
@@ -55,18 +52,6 @@ from workdirs import make_workdir, snakemake, write_config  # noqa: E402
 # slow MobileNetV2 and MobileNetV1 (--matrix default has them).
 BENCH_MODELS = ("mnist", "ds_cnn", "resnet8", "deep_autoencoder")
 FIRST_MODES = ["Shared_Sram", "Sram_Only"]  # the incremental step adds Dedicated_Sram
-
-PEER_MODEL_FILE = '''\
-"""aot_arm_compiler model file for {name}: built exactly as ethosweep builds it (seeded)."""
-import sys
-sys.path.insert(0, {src!r})
-from ethosweep.matrix.models import InputSpec, ModelSpec
-from ethosweep.compile.zoo import load_model
-
-ModelUnderTest, ModelInputs = load_model(
-    ModelSpec(**{spec!r}, inputs=tuple(InputSpec(**i) for i in {inputs!r})), seed={seed}, base_dir={base!r}
-)
-'''
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,15 +83,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<34} {times[name]:8.1f} s   peak {peaks[name]:6.0f} MiB PSS", flush=True)
 
     peer_dir = root / "peer"
+    peer_failed = {}
+    warm_page_cache()
     if not args.skip_peer:
-        write_peer_models(peer_dir, config, sweep)
-        timed("peer sequential", lambda: run_peer(peer_dir / "seq", sweep, workers=1))
-        timed(f"peer parallel ({args.cores} at a time)", lambda: run_peer(peer_dir / "par", sweep, workers=args.cores))
+        compared, left_out = peer_cells(sweep)
+        print("\n".join(f"  not compared: {why}" for why in left_out))
+        write_peer_models(peer_dir, sweep, compared)
+        timed("peer sequential", lambda: peer_failed.update(run_peer(peer_dir / "seq", compared, workers=1)))
+        timed(
+            f"peer parallel ({args.cores} at a time)",
+            lambda: peer_failed.update(run_peer(peer_dir / "par", compared, workers=args.cores)),
+        )
 
     work = make_workdir(root / "ethosweep", config)
     timed("ethosweep cold", lambda: snakemake(work, args.cores))
     if not args.skip_peer:
-        same_work = compare_work(work, peer_dir / "seq", sweep)  # before the incremental steps change cells
+        failed = {cell: why for cell, why in peer_failed.items() if why}
+        compared = [c for c in compared if c.id not in failed]
+        same_work = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items()]
+        same_work += compare_work(work, peer_dir / "seq", compared)  # before the incremental steps change cells
     timed("ethosweep no-op", lambda: snakemake(work, args.cores))
     timed("ethosweep no-op, via `uv run`", lambda: snakemake(work, args.cores, via_uv=True))
 
@@ -152,11 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         if same_work:
             print("DIFFERENT WORK:\n  " + "\n  ".join(same_work))
             return 1
-        print(
-            f"same work: all {len(sweep.cells)} cells have equal programs (apart from the peer's intermediates path) "
-            "with byte-identical Vela command streams and weights in every delegate, and equal Vela cycles for "
-            "each cell's last partition (the only one whose report aot_arm_compiler keeps)"
-        )
+        print(same_work_line(compared))
     return 0
 
 
@@ -175,104 +166,6 @@ def bench_config(matrix: str) -> dict:
         )
     models = [m for m in default["models"] if m["name"] in BENCH_MODELS]
     return dict(default, models=models, memory_modes=FIRST_MODES)
-
-
-def write_peer_models(peer_dir: Path, config: dict, sweep) -> None:
-    """aot_arm_compiler needs a model file per model: one that builds it as ethosweep does."""
-    (peer_dir / "models").mkdir(parents=True, exist_ok=True)
-    for name, spec in sweep.models.items():
-        params = spec.as_params()
-        text = PEER_MODEL_FILE.format(
-            name=name,
-            src=str(REPO / "src"),
-            seed=sweep.seed,
-            base=str(REPO),
-            spec={"name": name, "file": params["file"], "import_path": params["import"], "kwargs": params["kwargs"]},
-            inputs=[
-                {"shape": tuple(i["shape"]), "dtype": i["dtype"], "low": i["range"][0], "high": i["range"][1]}
-                for i in params["inputs"]
-            ],
-        )
-        (peer_dir / "models" / f"{name}.py").write_text(text)
-
-
-def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "executorch.backends.arm.scripts.aot_arm_compiler",
-        f"--model_name={peer_dir.parent / 'models' / cell.model}.py",
-        "--delegate",
-        "--quantize",
-        f"--target={cell.target}",
-        f"--system_config={cell.system_config}",
-        f"--memory_mode={cell.memory_mode}",
-        f"--output={out / 'model.pte'}",
-        f"--intermediates={out / 'intermediates'}",
-    ]
-
-
-def run_peer(peer_dir: Path, sweep, workers: int) -> None:
-    shutil.rmtree(peer_dir, ignore_errors=True)
-
-    def one(cell):
-        out = peer_dir / cell.id
-        out.mkdir(parents=True)
-        with open(out / "log.txt", "w") as log:
-            subprocess.run(peer_command(peer_dir, out, cell), check=True, stdout=log, stderr=log, cwd=out)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(one, sweep.cells))
-
-
-# ---- checks and measurements ---------------------------------------------------------
-
-
-def vela_blobs(pte: Path) -> list[bytes]:
-    """The Vela command stream + weights of every delegate in a .pte, in order."""
-    data, blobs, start = pte.read_bytes(), [], 0
-    while (begin := data.find(b"vela_bin_stream", start)) != -1:
-        end = data.find(b"vela_end_stream", begin)
-        blobs.append(data[begin:end])
-        start = end + 1
-    return blobs
-
-
-def program_without_debug_path(pte: Path):
-    """The deserialised program without the `debug_artifact_path` compile spec that -i adds."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(pte.read_bytes()).program
-    for plan in program.execution_plan:
-        for delegate in plan.delegates:
-            delegate.compile_specs = [s for s in delegate.compile_specs if s.key != "debug_artifact_path"]
-    return program
-
-
-def compare_work(work: Path, peer_seq: Path, sweep) -> list[str]:
-    """Cells where ethosweep and the peer compiled something different (none expected)."""
-    mismatches = []
-    for cell in sweep.cells:
-        ours = json.loads((work / "results" / "vela" / cell.id / "summary.json").read_text())
-        our_pte, peer_pte = work / "results" / "vela" / cell.id / "model.pte", peer_seq / cell.id / "model.pte"
-        problems = []
-        our_blobs, peer_blobs = vela_blobs(our_pte), vela_blobs(peer_pte)
-        if not our_blobs or not peer_blobs:
-            problems.append(f"no Vela payload (ours {len(our_blobs)}, peer {len(peer_blobs)} delegates)")
-        elif our_blobs != peer_blobs:
-            problems.append(f"Vela command streams or weights differ ({len(our_blobs)} vs {len(peer_blobs)} delegates)")
-        if program_without_debug_path(our_pte) != program_without_debug_path(peer_pte):
-            problems.append("the programs differ beyond the intermediates path")
-        peer_csv = next((peer_seq / cell.id / "intermediates" / "output").glob("out_summary_*.csv"))
-        with open(peer_csv, newline="") as f:
-            peer_cycles = int(next(csv.DictReader(f))["cycles_total"])
-        # aot_arm_compiler's Vela files hold the last partition only (fixed names, overwritten).
-        our_last = ours["partitions"][-1]["cycles_total"]
-        if peer_cycles != our_last:
-            problems.append(f"last partition: peer {peer_cycles} Vela cycles, ours {our_last}")
-        if problems:
-            mismatches.append(f"{cell.id}: " + "; ".join(problems))
-    return mismatches
 
 
 def job_time(workdir: Path, stage: str, cell) -> float:

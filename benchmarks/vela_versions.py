@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
-from sweep import peer_command, vela_blobs, write_peer_models  # noqa: E402
+from peer import peer_command, vela_blobs, write_peer_models  # noqa: E402
 from workdirs import make_workdir, snakemake, snakemake_command, timed, write_config  # noqa: E402
 
 OTHER = "5.2.0"
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     # data by the sweep (mnist_digits) has other weights there, so it is neither timed nor compared
     peer_cells = [c for c in new_cells if not (swept.models[c.model].train or swept.models[c.model].dataset)]
     if args.peer != "none" and peer_cells:
-        peer = run_peer(root / "peer", work, two, swept, peer_cells, args.peer == "all" or args.smoke)
+        peer = run_peer(root / "peer", work, swept, peer_cells, args.peer == "all" or args.smoke)
 
     n = len(new_cells)
     print()
@@ -208,9 +208,9 @@ def same_cycles(work: Path, cells, alone: Path) -> list[str]:
     return problems
 
 
-def run_peer(peer_dir: Path, work: Path, config: dict, sweep, cells, every_cell: bool) -> dict:
+def run_peer(peer_dir: Path, work: Path, sweep, cells, every_cell: bool) -> dict:
     """aot_arm_compiler per cell with the other Vela layered over the project's environment."""
-    write_peer_models(peer_dir, config, sweep)
+    write_peer_models(peer_dir, sweep, cells)
     # the project's environment with the other Vela layered over it, as a user would try it
     python = ["uv", "run", "--project", str(REPO), "--with", f"ethos-u-vela=={OTHER}", "python"]
     problems = [] if peer_vela_is(python, OTHER) else [f"the peer's environment does not have Vela {OTHER}"]

@@ -7,6 +7,8 @@ share of operators on the NPU per target.
         --targets ethos-u55-128 ethos-u65-256                     # the cells Vela refuses, and their cost
     uv run python benchmarks/zoo.py --smoke                       # tiny_vit, int8, U55 and U85, and a
                                                                   # residual block Vela refuses (the tests)
+    uv run python benchmarks/zoo.py --preset mobile_classifiers --peer both   # side by side with the seeds' way
+    uv run python benchmarks/zoo.py --smoke --peer parallel                   # the same, small (the tests)
 
 Runs `snakemake --cores N --configfile config/zoos/<preset>.yaml` from empty results in a working
 directory of its own, as a user would, then reads what the sweep wrote: results/summary.csv (each
@@ -15,6 +17,14 @@ results/operator_models.csv (the operator map), and each cell that fell back its
 locating and falling back cost, against the profile's lowering). Prints the figures and the map's
 top rows; fails if the run failed, if a cell failed without a reason, if a fallback has no costs
 recorded, or if the map is missing a model the sweep lowered.
+
+`--peer parallel|both`: side by side with the seeds' way in the same run. First the seeds' way,
+`aot_arm_compiler --delegate --quantize` per cell (benchmarks/peer.py; calibrated on the same samples),
+--cores at a time (`both`: also one after another), then ethosweep cold on the same cells, each
+side after the same untimed import of torch and ExecuTorch (a warm page cache for both). The cells
+are the preset's int8 ones (aot_arm_compiler quantizes Ethos-U targets as int8 only). Prints the
+ratios, ethosweep's job-seconds per stage, and fails unless every cell's program is the same on
+both sides (benchmarks/peer.compare_work).
 """
 
 from __future__ import annotations
@@ -28,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -37,8 +46,21 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import tosa_profile  # noqa: E402
 from ethosweep.results.operators import format_top  # noqa: E402
+from peer import (  # noqa: E402
+    compare_work,
+    peer_cells,
+    run_peer,
+    same_work_line,
+    stage_seconds,
+    warm_page_cache,
+    write_peer_models,
+)
+from workdirs import snakemake_command, timed  # noqa: E402
 
 SMOKE_REFUSED = {"name": "residual", "file": "tests/models/residual_int16.py"}
 
@@ -51,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
     parser.add_argument("--quantization", nargs="+", help="only these schemes of the preset")
     parser.add_argument("--targets", nargs="+", help="only these targets of the preset")
+    parser.add_argument("--models", nargs="+", help="only these models of the preset")
+    parser.add_argument(
+        "--peer",
+        choices=["none", "parallel", "both"],
+        default="none",
+        help="side by side with aot_arm_compiler per cell: --cores at a time, or that and one after another",
+    )
     args = parser.parse_args(argv)
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-zoo-"))
     preset = REPO / "config" / "zoos" / f"{'attention' if args.smoke else args.preset}.yaml"
@@ -70,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         config["quantization"] = args.quantization
     if args.targets:
         config["targets"] = args.targets
+    if args.models:
+        config["models"] = [m for m in config["models"] if m["name"] in args.models]
+    if args.peer != "none":
+        # the cells both sides compile: aot_arm_compiler quantizes Ethos-U targets as int8 only
+        models = [m for m in config["models"] if m is not SMOKE_REFUSED]
+        config = dict(config, models=models, quantization=["int8"], include=[])
     work = root / "sweep"
     shutil.rmtree(work, ignore_errors=True)
     (work / "config").mkdir(parents=True)
@@ -81,27 +116,28 @@ def main(argv: list[str] | None = None) -> int:
         f"--cores {args.cores}; preset {preset.name}{' (smoke)' if args.smoke else ''}; workdir {work}",
         flush=True,
     )
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(work),
-            "--cores",
-            str(args.cores),
-            "--configfile",
-            str(work / "config" / "zoo.yaml"),
-            "--quiet",
-            "all",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - started
+    warm_page_cache()
+    peer_times, peer_failed, compared = {}, {}, []
+    if args.peer != "none":
+        swept = build_sweep(config, work)
+        compared, left_out = peer_cells(swept)
+        if left_out:
+            print("not compared (the seeds' way cannot):\n  " + "\n  ".join(left_out))
+        write_peer_models(root / "peer", swept, compared)
+        print(f"the seeds' way, aot_arm_compiler per cell on {len(compared)} cells:")
+        for workers in [1, args.cores] if args.peer == "both" else [args.cores]:
+            name = "one after another" if workers == 1 else f"{workers} at a time"
+            peer_times[workers] = timed(
+                name, lambda w=workers: peer_failed.update(run_peer(root / "peer" / f"{w}", compared, w))
+            )
+    command = snakemake_command(work, args.cores, "--configfile", str(work / "config" / "zoo.yaml"), "--quiet", "all")
+    proc = None
+
+    def sweep():
+        nonlocal proc
+        proc = subprocess.run(command, capture_output=True, text=True)
+
+    seconds = timed("ethosweep cold", sweep)
     summary = work / "results" / "summary.csv"
     if proc.returncode != 0 or not summary.exists():
         # a cell that fails for a reason of its own is recorded and the run still succeeds: a
@@ -143,11 +179,38 @@ def main(argv: list[str] | None = None) -> int:
     print("what holds models back (the operator map's top rows):")
     print("\n".join(f"  {line}" for line in top) or "  nothing: every operator runs on the NPU")
     problems += print_refusal_costs(work)
+    print_stage_seconds(work)
+    if args.peer != "none":
+        problems += print_side_by_side(
+            work, root / "peer" / f"{args.cores}", seconds, peer_times, peer_failed, compared
+        )
     if problems:
         print("PROBLEMS:\n  " + "\n  ".join(problems))
         return 1
     print(f"verdict: {len(cells)} cells, every failure with its reason, the map covers all {len(mapped)} models")
     return 0
+
+
+def print_stage_seconds(work: Path) -> None:
+    """Where ethosweep's time went: job-seconds per stage (a job's own wall time, all jobs summed)."""
+    seconds = stage_seconds(work)
+    total = sum(seconds.values())
+    print(f"ethosweep's job-seconds per stage ({total:.0f} s in all):")
+    for rule, s in seconds.items():
+        print(f"  {rule:<24} {s:8.1f} s  {100 * s / total:5.1f} %")
+
+
+def print_side_by_side(work: Path, peer_dir: Path, cold: float, peer_times: dict, failed: dict, cells) -> list[str]:
+    """The ratios against the seeds' way, and whether both sides compiled the same programs."""
+    for workers, seconds in peer_times.items():
+        label = "one after another" if workers == 1 else f"{workers} at a time"
+        print(f"ethosweep cold / the seeds' way {label:<18} {cold / seconds:6.2f}  ({cold:.0f} s / {seconds:.0f} s)")
+    problems = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items() if why]
+    compared = [c for c in cells if not failed.get(c.id)]
+    problems += compare_work(work, peer_dir, compared)
+    if not problems:
+        print(same_work_line(compared))
+    return problems
 
 
 def print_refusal_costs(work: Path) -> list[str]:

@@ -71,6 +71,14 @@ def test_the_zoo_benchmark_reaches_its_verdict(tmp_path):
     assert index.index('id="operators"') < index.index('id="pick"')  # a preset's report opens on the map
 
 
+def test_the_zoo_benchmark_side_by_side_reaches_its_identity_verdict(tmp_path):
+    out = run_benchmark("zoo.py", "--smoke", "--peer", "parallel", "--cores", "2", workdir=tmp_path)
+    assert re.search(r"ethosweep cold / the seeds' way 2 at a time\s+[\d.]+", out), out
+    # calibrated on the same 100 random inputs (dataset: random), both sides compiled the same programs
+    assert "same work: all 2 cells have equal programs" in out and "verdict: 2 cells" in out, out
+    assert re.search(r"job-seconds per stage .*\n(  \w+ +[\d.]+ s .*\n)*  lower +[\d.]+ s", out), out
+
+
 def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("plan.py", "--smoke", "--repeat", "1", workdir=tmp_path)
     assert "compile_with_vela 32," in out and "verdict: the plan is the matrix, 32 cells" in out, out
