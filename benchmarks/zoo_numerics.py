@@ -37,10 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.models, args.profiles, args.size = ["squeezenet1_1"], ["u55"], 64
 
-    from ethosweep.compile.export import export_model
-    from ethosweep.compile.lower import lower_to_tosa
-    from ethosweep.compile.quantize import quantize_model
-    from ethosweep.verify.numerics import verify_numerics
+    from ethosweep.verify import chain
 
     verdicts: Counter = Counter()
     unexplained = []
@@ -54,52 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="ethosweep-zoo-") as tmp:
             d = args.workdir / name if args.workdir else Path(tmp)
             started = time.perf_counter()
-            export_model(
-                model=model,
-                seed=0,
-                program=str(d / "p.pt2"),
-                inputs=str(d / "i.pt"),
-                reference=str(d / "r.pt"),
-                meta=str(d / "e.json"),
-            )
+            chain.export(d, model)
             for profile in args.profiles:
                 t = time.perf_counter()
-                quantize_model(
-                    program=str(d / "p.pt2"),
-                    inputs=str(d / "i.pt"),
-                    scheme="int8",
-                    profile=profile,
-                    quantized=str(d / f"q{profile}.pt2"),
-                    meta=str(d / f"q{profile}.json"),
-                )
-                low = d / profile
-                lowered = lower_to_tosa(
-                    quantized=str(d / f"q{profile}.pt2"),
-                    profile=profile,
-                    template=str(low / "t.pte"),
-                    tosa_dir=str(low / "tosa"),
-                    edge=str(low / "e.pt2"),
-                    delegation=str(low / "d.json"),
-                    tosa_sources=str(low / "s.json"),
-                    meta=str(low / "l.json"),
-                )
-                record = verify_numerics(
-                    program=str(d / "p.pt2"),
-                    quantized=str(d / f"q{profile}.pt2"),
-                    inputs=str(d / "i.pt"),
-                    edge=str(low / "e.pt2"),
-                    lower_meta=str(low / "l.json"),
-                    tosa_sources=str(low / "s.json"),
-                    report=str(low / "v.json"),
-                    bundle_io=str(low / "b.pt"),
-                )
+                chain.quantize(d, profile, profile=profile)
+                lowered = chain.lower(d, profile)
+                record = chain.verify(d, profile, lowered)
                 verdicts[record["verdict"]] += 1
                 if record["verdict"] == "flagged" and not record["layer"]:
                     unexplained.append(f"{name} {profile}")
                 layers = (record.get("location") or {}).get("layers") or []
                 worst_own = max((layer["own_steps"] for layer in layers), default=None)
+                partitions = len(list((lowered / "tosa").glob("*.tosa")))
                 print(
-                    f"{name:<20} {profile}  {len(lowered['partitions'])} partition(s)  {record['verdict']:<12} "
+                    f"{name:<20} {profile}  {partitions} partition(s)  {record['verdict']:<12} "
                     f"max {record['metrics'].get('max_error_steps')} steps"
                     + (f" (worst layer on its own: {worst_own})" if worst_own is not None else "")
                     + f"  {time.perf_counter() - t:.0f} s",

@@ -9,6 +9,7 @@ reports), must be byte-identical to it.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -122,21 +123,12 @@ def test_keep_on_cpu_lowers_as_executorchs_own_operator_support_checks(tiny_swee
     flow with ExecuTorch's own DontPartitionName (a node) or DontPartitionModule (a module path)."""
     from executorch.exir.backend.operator_support import DontPartitionModule, DontPartitionName
 
-    from ethosweep.compile.lower import lower_to_tosa
+    from ethosweep.verify.chain import lower
 
     quantized = tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2"
-    lowered = tmp_path / "lowered"
-    record = lower_to_tosa(
-        quantized=str(quantized),
-        profile="u55",
-        template=str(lowered / "template.pte"),
-        tosa_dir=str(lowered / "tosa"),
-        edge=str(lowered / "edge.pt2"),
-        delegation=str(lowered / "delegation.json"),
-        tosa_sources=str(lowered / "tosa_sources.json"),
-        meta=str(lowered / "lower.json"),
-        keep_on_cpu=[keep],
-    )
+    shutil.copy(quantized, tmp_path / "mnist.pt2")
+    lowered = lower(tmp_path, "mnist", keep_on_cpu=[keep], into="lowered")
+    record = read_json(lowered / "lower.json")
     # the second convolution stays on the CPU, between two partitions
     table = read_json(lowered / "delegation.json")
     assert record["delegated"] == "partial" and table["partitions"] == 2

@@ -50,12 +50,13 @@ def test_a_node_source_reads_as_torch_makes_it_and_shares_its_sources():
 
 
 def test_a_lowering_gives_the_same_bytes_with_shared_provenance(tmp_path, monkeypatch):
-    from test_verify import export_and_quantize, lower
+    from ethosweep.verify.chain import export, lower, quantize
 
-    export_and_quantize(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"}, "blocks")
-    shared = lower(tmp_path, "blocks", folder="shared")
+    export(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"})
+    quantize(tmp_path, "blocks")
+    shared = lower(tmp_path, "blocks", into="shared")
     monkeypatch.setattr(node_provenance, "shared_node_provenance", contextlib.nullcontext)
-    copied = lower(tmp_path, "blocks", folder="copied")
+    copied = lower(tmp_path, "blocks", into="copied")
 
     for name in ("template.pte", "delegation.json", "tosa_sources.json"):
         assert (shared / name).read_bytes() == (copied / name).read_bytes(), name

@@ -69,10 +69,11 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     from ethosweep.runtime.io import read_json
     from ethosweep.runtime.isolation import ToolFailed
     from ethosweep.vela.compile import VelaFailure, compile_cell, compile_partition
-    from test_verify import export_and_quantize, lower, verify
+    from ethosweep.verify.chain import export, lower, quantize, verify
 
     model = {"name": "residual", "file": "tests/models/residual_int16.py"}
-    export_and_quantize(tmp_path, model, "residual", scheme="a16w8")
+    export(tmp_path, model)
+    quantize(tmp_path, "residual", "a16w8")
 
     def cell(lowered: Path, out: str):
         return compile_cell(
@@ -107,7 +108,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     with pytest.raises(ToolFailed, match="Non-passthrough operation"):
         compile_partition(smallest, flags, tmp_path / "again", "Vela")
     # the residual add kept on the CPU: the rest compiles, both convolutions on the NPU
-    kept = lower(tmp_path, "residual", keep_on_cpu=[{"operator": "aten.add.Tensor"}], folder="kept")
+    kept = lower(tmp_path, "residual", keep_on_cpu=[{"operator": "aten.add.Tensor"}], into="kept")
     record = read_json(kept / "lower.json")
     compiled = cell(kept, "kept_cell")
     assert record["delegated"] == "partial" and compiled["pte_bytes"] > 0
@@ -128,10 +129,11 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
     from ethosweep.compile import lowering
     from ethosweep.compile.artifacts import load_quantized
     from ethosweep.runtime.io import read_json
-    from test_verify import export_and_quantize, lower, verify
+    from ethosweep.verify.chain import export, lower, quantize, verify
 
     model = {"name": "blocks", "file": "tests/models/inverted_residuals.py"}
-    export_and_quantize(tmp_path, model, "blocks", scheme="a16w8")
+    export(tmp_path, model)
+    quantize(tmp_path, "blocks", "a16w8")
     keep = [{"node": "add"}]
     with monkeypatch.context() as upstream:
         upstream.setattr(lowering, "keeping_partitioner", lambda: EthosUPartitioner)
@@ -139,7 +141,7 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
             lowering.lower_to_edge(load_quantized(tmp_path / "blocks.pt2"), "u55", keep)
     assert "doesn't support float32 for MUL" in str(failed.value.__cause__)
 
-    kept = lower(tmp_path, "blocks", keep_on_cpu=keep, folder="kept")
+    kept = lower(tmp_path, "blocks", keep_on_cpu=keep, into="kept")
     table = read_json(kept / "delegation.json")
     # ExecuTorch's own rule (a partition's first node with a float input leaves it) takes the next
     # block's add and a convolution along: the price of its partitioner, not of the check

@@ -19,12 +19,9 @@ import torch
 from ethosweep.compile.artifacts import load_edge, load_tensors
 from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.compile.datasets import load_splits
-from ethosweep.compile.export import export_model
-from ethosweep.compile.lower import lower_to_tosa
-from ethosweep.compile.quantize import quantize_exported, quantize_model
-from ethosweep.compile.train import train_model
+from ethosweep.compile.quantize import quantize_exported
+from ethosweep.verify import chain
 from ethosweep.verify.locate import is_exact
-from ethosweep.verify.numerics import verify_numerics
 from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
@@ -35,56 +32,12 @@ MODEL = {"name": "mnist_digits", "file": "models/mnist.py"}
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("numerics")
-    train_model(
-        model=MODEL,
-        seed=0,
-        dataset="digits",
-        train={"epochs": 12, "lr": 0.002, "batch_size": 64},
-        weights=str(d / "weights.pt"),
-        meta=str(d / "train.json"),
-        base_dir=str(REPO),
-    )
-    export_model(
-        model=MODEL,
-        seed=0,
-        program=str(d / "program.pt2"),
-        inputs=str(d / "inputs.pt"),
-        reference=str(d / "reference.pt"),
-        meta=str(d / "export.json"),
-        weights=str(d / "weights.pt"),
-        base_dir=str(REPO),
-    )
+    weights = chain.train(d, MODEL, "digits", {"epochs": 12, "lr": 0.002, "batch_size": 64})
+    chain.export(d, MODEL, weights=weights)
     return d
 
 
-def lower(d: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict] = (), folder: str = "") -> Path:
-    lowered = d / (folder or f"{name}_lowered")
-    lower_to_tosa(
-        quantized=str(d / f"{name}.pt2"),
-        profile=profile,
-        template=str(lowered / "template.pte"),
-        tosa_dir=str(lowered / "tosa"),
-        edge=str(lowered / "edge.pt2"),
-        delegation=str(lowered / "delegation.json"),
-        tosa_sources=str(lowered / "tosa_sources.json"),
-        meta=str(lowered / "lower.json"),
-        keep_on_cpu=list(keep_on_cpu),
-    )
-    return lowered
-
-
-def verify(d: Path, name: str, lowered: Path, **options) -> dict:
-    return verify_numerics(
-        program=str(d / "program.pt2"),
-        quantized=str(d / f"{name}.pt2"),
-        inputs=str(d / "inputs.pt"),
-        edge=str(lowered / "edge.pt2"),
-        lower_meta=str(lowered / "lower.json"),
-        tosa_sources=str(lowered / "tosa_sources.json"),
-        report=str(d / f"{name}.json"),
-        bundle_io=str(d / f"{name}_io.pt"),
-        **options,
-    )
+lower, verify = chain.lower, chain.verify
 
 
 def quantize_lower_verify(d: Path, name: str, calibration: list[tuple]) -> dict:
@@ -168,24 +121,8 @@ def export_and_quantize(
 ) -> None:
     """The export and quantize stages for a test model, as the workflow runs them: tmp/program.pt2,
     tmp/inputs.pt and tmp/<name>.pt2."""
-    export_model(
-        model=model,
-        seed=0,
-        program=str(tmp / "program.pt2"),
-        inputs=str(tmp / "inputs.pt"),
-        reference=str(tmp / "reference.pt"),
-        meta=str(tmp / "export.json"),
-        base_dir=str(REPO),
-    )
-    quantize_model(
-        program=str(tmp / "program.pt2"),
-        inputs=str(tmp / "inputs.pt"),
-        scheme=scheme,
-        profile=profile,
-        quantized=str(tmp / f"{name}.pt2"),
-        meta=str(tmp / "quantize.json"),
-        dataset=dataset,
-    )
+    chain.export(tmp, model)
+    chain.quantize(tmp, name, scheme, profile, dataset)
 
 
 def lowering(record: dict) -> dict:

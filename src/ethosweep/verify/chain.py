@@ -1,0 +1,107 @@
+"""One model's stages in this process, outside the workflow: train, export, quantize, lower and
+verify, each writing its files into one folder under fixed names. For the tests and benchmarks
+that check or time a stage on its own (the workflow runs every stage as a job of its own:
+workflow/rules). The files:
+
+    weights.pt, train.json                  train
+    program.pt2, inputs.pt, reference.pt,   export
+    export.json
+    <name>.pt2, <name>.quantize.json        quantize (one folder holds several quantizations)
+    <name>_lowered/ (or a folder named)     lower: template.pte, tosa/, edge.pt2, delegation.json,
+                                            tosa_sources.json, lower.json
+    <name>.json, <name>_io.pt               verify
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def train(folder: Path, model: dict, dataset, settings: dict, seed: int = 0) -> Path:
+    """The train stage: the model trained on `dataset`; its weights' path."""
+    from ethosweep.compile.train import train_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = folder / "weights.pt"
+    train_model(
+        model=model,
+        seed=seed,
+        dataset=dataset,
+        train=settings,
+        weights=str(weights),
+        meta=str(folder / "train.json"),
+        base_dir=str(REPO),
+    )
+    return weights
+
+
+def export(folder: Path, model: dict, seed: int = 0, weights: Path | None = None) -> None:
+    """The export stage (with the train stage's weights, if any)."""
+    from ethosweep.compile.export import export_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    export_model(
+        model=model,
+        seed=seed,
+        program=str(folder / "program.pt2"),
+        inputs=str(folder / "inputs.pt"),
+        reference=str(folder / "reference.pt"),
+        meta=str(folder / "export.json"),
+        weights=str(weights) if weights else None,
+        base_dir=str(REPO),
+    )
+
+
+def quantize(folder: Path, name: str, scheme: str = "int8", profile: str = "u55", dataset=None) -> Path:
+    """The quantize stage on the exported program, calibrated as the workflow calibrates."""
+    from ethosweep.compile.quantize import quantize_model
+
+    quantized = folder / f"{name}.pt2"
+    quantize_model(
+        program=str(folder / "program.pt2"),
+        inputs=str(folder / "inputs.pt"),
+        scheme=scheme,
+        profile=profile,
+        quantized=str(quantized),
+        meta=str(folder / f"{name}.quantize.json"),
+        dataset=dataset,
+    )
+    return quantized
+
+
+def lower(folder: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict] = (), into: str = "") -> Path:
+    """The lower stage on `<name>.pt2`; the folder it wrote (`into`, or `<name>_lowered`)."""
+    from ethosweep.compile.lower import lower_to_tosa
+
+    lowered = folder / (into or f"{name}_lowered")
+    lower_to_tosa(
+        quantized=str(folder / f"{name}.pt2"),
+        profile=profile,
+        template=str(lowered / "template.pte"),
+        tosa_dir=str(lowered / "tosa"),
+        edge=str(lowered / "edge.pt2"),
+        delegation=str(lowered / "delegation.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        meta=str(lowered / "lower.json"),
+        keep_on_cpu=list(keep_on_cpu),
+    )
+    return lowered
+
+
+def verify(folder: Path, name: str, lowered: Path, **options) -> dict:
+    """The verify stage on `<name>.pt2` and its lowering; its record. `options`: verify_numerics's."""
+    from ethosweep.verify.numerics import verify_numerics
+
+    return verify_numerics(
+        program=str(folder / "program.pt2"),
+        quantized=str(folder / f"{name}.pt2"),
+        inputs=str(folder / "inputs.pt"),
+        edge=str(lowered / "edge.pt2"),
+        lower_meta=str(lowered / "lower.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        report=str(folder / f"{name}.json"),
+        bundle_io=str(folder / f"{name}_io.pt"),
+        **options,
+    )
