@@ -47,7 +47,7 @@ from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from ethosweep.results.table import read_summary_csv  # noqa: E402
-from workdirs import make_workdir, snakemake, timed, write_config  # noqa: E402
+from workdirs import make_workdir, snakemake, timed, warm_page_cache, write_config  # noqa: E402
 
 # The last commit whose workflow lowered every cell on its own (lower_to_pte, then run_vela).
 BEFORE = "3bfdf9e"
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=BEFORE, help="the commit to compare with (default: %(default)s)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
     args = parser.parse_args(argv)
+    warm_page_cache()  # the side timed first must not read torch from disk for the other
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-compile-once-"))
     root.mkdir(parents=True, exist_ok=True)
     print(

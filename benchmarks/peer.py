@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,10 @@ def calibration_samples(sweep) -> int:
 
 
 def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
+    """aot_arm_compiler for one cell. `--non_strict_export`: ethosweep exports as torch.export does by
+    default (non-strict); aot_arm_compiler's default, strict (Dynamo), names tensors otherwise, so the
+    TOSA would differ in its names (and strict is slower: the seeds' way timed here is, if anything,
+    faster than as it comes)."""
     calibration = peer_dir.parent / "calibration" / cell.model
     return [
         sys.executable,
@@ -88,6 +93,7 @@ def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
         f"--model_name={peer_dir.parent / 'models' / cell.model}.py",
         "--delegate",
         "--quantize",
+        "--non_strict_export",
         *([f"--calibration_data={calibration}"] if calibration.is_dir() else []),
         f"--target={cell.target}",
         f"--system_config={cell.system_config}",
@@ -95,6 +101,12 @@ def peer_command(peer_dir: Path, out: Path, cell) -> list[str]:
         f"--output={out / 'model.pte'}",
         f"--intermediates={out / 'intermediates'}",
     ]
+
+
+# One thread a process, as each of ethosweep's jobs has (Snakemake's `threads: 1`): BatchNorm and
+# quantization calibration sum in float, and another thread count rounds some sums otherwise, which
+# moves a few quantized weights by a step (MobileNetV2: 34,896 bytes of its TOSA with torch's default).
+PEER_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run_peer(peer_dir: Path, cells, workers: int) -> dict[str, str]:
@@ -106,7 +118,9 @@ def run_peer(peer_dir: Path, cells, workers: int) -> dict[str, str]:
         out = peer_dir / cell.id
         out.mkdir(parents=True)
         with open(out / "log.txt", "w") as log:
-            code = subprocess.run(peer_command(peer_dir, out, cell), stdout=log, stderr=log, cwd=out).returncode
+            code = subprocess.run(
+                peer_command(peer_dir, out, cell), stdout=log, stderr=log, cwd=out, env=PEER_ENV
+            ).returncode
         if code == 0:
             return cell.id, ""
         lines = [line for line in (out / "log.txt").read_text(errors="replace").splitlines() if line.strip()]
@@ -114,16 +128,6 @@ def run_peer(peer_dir: Path, cells, workers: int) -> dict[str, str]:
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         return dict(pool.map(one, cells))
-
-
-def warm_page_cache() -> None:
-    """Import what both sides import, once, untimed: whichever side runs first would otherwise read
-    torch and ExecuTorch from disk for the other."""
-    subprocess.run(
-        [sys.executable, "-c", "import torch, executorch.exir, executorch.backends.arm.ethosu, snakemake"],
-        check=True,
-        capture_output=True,
-    )
 
 
 # ---- the same work ---------------------------------------------------------------------
@@ -177,6 +181,27 @@ def compare_work(work: Path, peer_dir: Path, cells) -> list[str]:
         if problems:
             mismatches.append(f"{cell.id}: " + "; ".join(problems))
     return mismatches
+
+
+def undelegated_by_peer(work: Path, peer_dir: Path, cells) -> dict[str, str]:
+    """Cells the seeds' way compiled without any NPU delegate where ethosweep delegates: cell id ->
+    the operators it left on the CPU (its log's delegation summary, the quantize ops left out).
+    aot_arm_compiler exports with `requires_grad_(False)`, which sends some torch modules down a
+    fused fast path the partitioner does not take (nn.TransformerEncoderLayer)."""
+    undelegated = {}
+    for cell in cells:
+        if vela_blobs(peer_dir / cell.id / "model.pte") or not vela_blobs(
+            work / "results/vela" / cell.id / "model.pte"
+        ):
+            continue
+        log = (peer_dir / cell.id / "log.txt").read_text(errors="replace").split("Non-delegated operators:")[-1]
+        operators = [
+            line.strip()[2:]
+            for line in log.split("\n\n")[0].splitlines()
+            if line.strip().startswith("- ") and "quantize_per_tensor" not in line
+        ]
+        undelegated[cell.id] = ", ".join(operators) or "nothing delegated"
+    return undelegated
 
 
 def same_work_line(cells) -> str:

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.matrix.config import build_sweep  # noqa: E402
-from peer import compare_work, peer_cells, run_peer, same_work_line, warm_page_cache, write_peer_models  # noqa: E402
-from workdirs import make_workdir, snakemake, write_config  # noqa: E402
+from peer import compare_work, peer_cells, run_peer, same_work_line, write_peer_models  # noqa: E402
+from workdirs import make_workdir, snakemake, warm_page_cache, write_config  # noqa: E402
 
 # 4 models x 3 targets x 2 memory modes = 24 cells, + 4 cells of the i.MX93 board's (Ethos-U65,
 # Dedicated_Sram_384KB) = 28: the default matrix without its two trivial models (add, softmax) and the

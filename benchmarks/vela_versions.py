@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
-from peer import peer_command, vela_blobs, write_peer_models  # noqa: E402
-from workdirs import make_workdir, snakemake, snakemake_command, timed, write_config  # noqa: E402
+from peer import PEER_ENV, peer_command, vela_blobs, write_peer_models  # noqa: E402
+from workdirs import make_workdir, snakemake, snakemake_command, timed, warm_page_cache, write_config  # noqa: E402
 
 OTHER = "5.2.0"
 SMOKE_MODELS = ("mnist", "ds_cnn")  # ds_cnn: two partitions on Ethos-U55
@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", choices=["sample", "all", "none"], default="sample")
     parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
     args = parser.parse_args(argv)
+    warm_page_cache()  # the side timed first must not read torch from disk for the other
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-vela-versions-"))
     root.mkdir(parents=True, exist_ok=True)
     installed = importlib.metadata.version("ethos-u-vela")
@@ -222,7 +223,7 @@ def run_peer(peer_dir: Path, work: Path, sweep, cells, every_cell: bool) -> dict
         command = [*python, *peer_command(peer_dir / "cells", out, cell)[1:]]
         started = time.perf_counter()
         with open(out / "log.txt", "w") as log:
-            subprocess.run(command, check=True, stdout=log, stderr=log, cwd=out)
+            subprocess.run(command, check=True, stdout=log, stderr=log, cwd=out, env=PEER_ENV)
         seconds.setdefault(cell.model, []).append(time.perf_counter() - started)
         ours = vela_blobs(work / "results/vela" / cell.id / "model.pte")
         if not ours or ours != vela_blobs(out / "model.pte"):

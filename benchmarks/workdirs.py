@@ -1,5 +1,6 @@
 """What every benchmark does to drive the workflow: a working directory with a config, a
-`snakemake` run in it (this checkout's workflow, or another checkout's), a timed step."""
+`snakemake` run in it (this checkout's workflow, or another checkout's), a timed step, the page
+cache warmed for whichever side runs first."""
 
 from __future__ import annotations
 
@@ -61,3 +62,13 @@ def timed(name: str, func, width: int = 58) -> float:
     seconds = time.perf_counter() - started
     print(f"  {name:<{width}} {seconds:8.1f} s", flush=True)
     return seconds
+
+
+def warm_page_cache() -> None:
+    """Import what both sides import, once, untimed: whichever side runs first would otherwise read
+    torch and ExecuTorch from disk for the other."""
+    subprocess.run(
+        [sys.executable, "-c", "import torch, executorch.exir, executorch.backends.arm.ethosu, snakemake"],
+        check=True,
+        capture_output=True,
+    )

@@ -18,6 +18,9 @@ locating and falling back cost, against the profile's lowering). Prints the figu
 top rows; fails if the run failed, if a cell failed without a reason, if a fallback has no costs
 recorded, or if the map is missing a model the sweep lowered.
 
+`--quick`: then the same cells again from empty results with `numerics.verify: false` (an
+exploratory sweep: every row "not verified", checked), timed against both.
+
 `--peer parallel|both`: side by side with the seeds' way in the same run. First the seeds' way,
 `aot_arm_compiler --delegate --quantize` per cell (benchmarks/peer.py; calibrated on the same samples),
 --cores at a time (`both`: also one after another), then ethosweep cold on the same cells, each
@@ -57,10 +60,10 @@ from peer import (  # noqa: E402
     run_peer,
     same_work_line,
     stage_seconds,
-    warm_page_cache,
+    undelegated_by_peer,
     write_peer_models,
 )
-from workdirs import snakemake_command, timed  # noqa: E402
+from workdirs import snakemake_command, timed, warm_page_cache  # noqa: E402
 
 SMOKE_REFUSED = {"name": "residual", "file": "tests/models/residual_int16.py"}
 
@@ -79,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=["none", "parallel", "both"],
         default="none",
         help="side by side with aot_arm_compiler per cell: --cores at a time, or that and one after another",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="also the same sweep without verification (numerics.verify: false)"
     )
     args = parser.parse_args(argv)
     root = args.workdir or Path(tempfile.mkdtemp(prefix="ethosweep-zoo-"))
@@ -105,12 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         # the cells both sides compile: aot_arm_compiler quantizes Ethos-U targets as int8 only
         models = [m for m in config["models"] if m is not SMOKE_REFUSED]
         config = dict(config, models=models, quantization=["int8"], include=[])
-    work = root / "sweep"
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "config").mkdir(parents=True)
-    shutil.copytree(REPO / "models", work / "models")
-    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
-    (work / "config" / "zoo.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    work = zoo_workdir(root / "sweep", config)
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores; python {platform.python_version()}; "
         f"--cores {args.cores}; preset {preset.name}{' (smoke)' if args.smoke else ''}; workdir {work}",
@@ -130,14 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             peer_times[workers] = timed(
                 name, lambda w=workers: peer_failed.update(run_peer(root / "peer" / f"{w}", compared, w))
             )
-    command = snakemake_command(work, args.cores, "--configfile", str(work / "config" / "zoo.yaml"), "--quiet", "all")
-    proc = None
-
-    def sweep():
-        nonlocal proc
-        proc = subprocess.run(command, capture_output=True, text=True)
-
-    seconds = timed("ethosweep cold", sweep)
+    proc, seconds = run_sweep("ethosweep cold", work, args.cores)
+    quick = None
+    if args.quick:
+        quick_config = dict(config, numerics={**config.get("numerics", {}), "verify": False})
+        quick = run_sweep(
+            "ethosweep cold, numerics.verify: false", zoo_workdir(root / "quick", quick_config), args.cores
+        )
     summary = work / "results" / "summary.csv"
     if proc.returncode != 0 or not summary.exists():
         # a cell that fails for a reason of its own is recorded and the run still succeeds: a
@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(f"  {line}" for line in top) or "  nothing: every operator runs on the NPU")
     problems += print_refusal_costs(work)
     print_stage_seconds(work)
+    if quick:
+        problems += print_quick(root / "quick", quick, seconds, peer_times)
     if args.peer != "none":
         problems += print_side_by_side(
             work, root / "peer" / f"{args.cores}", seconds, peer_times, peer_failed, compared
@@ -189,6 +191,43 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"verdict: {len(cells)} cells, every failure with its reason, the map covers all {len(mapped)} models")
     return 0
+
+
+def zoo_workdir(work: Path, config: dict) -> Path:
+    """An empty working directory with the repo's models, the test models, and `config`."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "config").mkdir(parents=True)
+    shutil.copytree(REPO / "models", work / "models")
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    (work / "config" / "zoo.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return work
+
+
+def run_sweep(name: str, work: Path, cores: int) -> tuple[subprocess.CompletedProcess, float]:
+    """`snakemake --cores N --configfile config/zoo.yaml` in `work`, timed under `name`."""
+    command = snakemake_command(work, cores, "--configfile", str(work / "config" / "zoo.yaml"), "--quiet", "all")
+    done = []
+    seconds = timed(name, lambda: done.append(subprocess.run(command, capture_output=True, text=True)))
+    return done[0], seconds
+
+
+def print_quick(work: Path, quick: tuple, verified: float, peer_times: dict) -> list[str]:
+    """The exploratory sweep's figures; problems: it failed, or a row carries a verdict."""
+    proc, seconds = quick
+    summary = work / "results" / "summary.csv"
+    if proc.returncode != 0 or not summary.exists():
+        return [f"the sweep without verification failed (exit {proc.returncode}): {proc.stderr[-2000:]}"]
+    verdicts = Counter(row["numerics"] for row in csv.DictReader(open(summary, newline="")))
+    print(
+        f"without verification (numerics.verify: false): {seconds:.0f} s = {seconds / verified:.2f}x the verified sweep"
+    )
+    for workers, peer in peer_times.items():
+        label = "one after another" if workers == 1 else f"{workers} at a time"
+        print(f"  / the seeds' way {label:<18} {seconds / peer:6.2f}")
+    if set(verdicts) != {"not verified"}:
+        return [f"the sweep without verification gave verdicts: {dict(verdicts)}"]
+    print(f"  numerics of its {sum(verdicts.values())} rows: all 'not verified'")
+    return []
 
 
 def print_stage_seconds(work: Path) -> None:
@@ -207,6 +246,11 @@ def print_side_by_side(work: Path, peer_dir: Path, cold: float, peer_times: dict
         print(f"ethosweep cold / the seeds' way {label:<18} {cold / seconds:6.2f}  ({cold:.0f} s / {seconds:.0f} s)")
     problems = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items() if why]
     compared = [c for c in cells if not failed.get(c.id)]
+    undelegated = undelegated_by_peer(work, peer_dir, compared)
+    for cell, operators in undelegated.items():
+        # less work for the seeds' way (no lowering to TOSA, no Vela): its time is in the ratio, in its favour
+        print(f"  not compared: {cell}: the seeds' way delegates nothing to the NPU (left on the CPU: {operators})")
+    compared = [c for c in compared if c.id not in undelegated]
     problems += compare_work(work, peer_dir, compared)
     if not problems:
         print(same_work_line(compared))
