@@ -186,8 +186,8 @@ def compare_work(work: Path, peer_dir: Path, cells) -> list[str]:
 def undelegated_by_peer(work: Path, peer_dir: Path, cells) -> dict[str, str]:
     """Cells the seeds' way compiled without any NPU delegate where ethosweep delegates: cell id ->
     the operators it left on the CPU (its log's delegation summary, the quantize ops left out).
-    aot_arm_compiler exports with `requires_grad_(False)`, which sends some torch modules down a
-    fused fast path the partitioner does not take (nn.TransformerEncoderLayer)."""
+    Exported strict (aot_arm_compiler's default without --non_strict_export), nn.TransformerEncoderLayer
+    becomes PyTorch's fused fast-path operator, which the partitioner does not take."""
     undelegated = {}
     for cell in cells:
         if vela_blobs(peer_dir / cell.id / "model.pte") or not vela_blobs(
