@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from ethosweep.compile.compile_spec import profile_compile_spec
+from ethosweep.compile.node_provenance import shared_node_provenance
 from ethosweep.compile.tosa_sources import node_sources
 
 # Run by ExecuTorch's Arm backend on the lowering's behalf (its TOSA backend writes every partition
@@ -315,43 +316,42 @@ class Lowered:
     sources: list  # per partition, where each TOSA tensor comes from (ethosweep.compile.tosa_sources)
 
 
+@shared_node_provenance()  # the same bytes, without torch's deep copies of node provenance
 def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lowered:
     """The lowering every stage that lowers runs (the lower stage; the vela stage's fallback)."""
     from executorch.exir.serde.serialize import save as save_edge
 
-    from ethosweep.compile.node_provenance import shared_node_provenance
     from ethosweep.compile.tosa_sources import recording_tensor_sources
     from ethosweep.matrix import targets as tg
     from ethosweep.runtime.activity import running
     from ethosweep.runtime.errors import StageError
 
-    with shared_node_provenance():  # the same bytes, without torch's deep copies of node provenance
-        try:
-            with (
-                running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
-                recording_tensor_sources() as sources,
-            ):
-                lowered, rejections = lower_to_edge(exported, profile, keep_on_cpu)
-        except Exception as error:
-            log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
-            cause = root_cause(error)
-            raise StageError(
-                f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(cause).__name__}: "
-                f"{' '.join(str(cause).split())[:300]}"
-            ) from error
-        # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
-        # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
-        # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
-        # `alloc` nodes to the same graph.
-        edge = _serialised(lambda f: save_edge(lowered.exported_program(), f))
-        lowered = with_cortex_m_quant_ops(lowered)
-        table = delegation_table(lowered, rejections)
-        with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
-            program = to_program(lowered)
-        plan = program.executorch_program.execution_plan[0]
-        # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
-        # allocator must hold them): buffer 0 is reserved and always 0.
-        planned = sum(int(size) for size in plan.non_const_buffer_sizes)
+    try:
+        with (
+            running("ExecuTorch's Arm lowering", f"partitioning and lowering to {tg.tosa_spec(profile)}"),
+            recording_tensor_sources() as sources,
+        ):
+            lowered, rejections = lower_to_edge(exported, profile, keep_on_cpu)
+    except Exception as error:
+        log.error("the lowering raised:", exc_info=True)  # the traceback, for the log
+        cause = root_cause(error)
+        raise StageError(
+            f"lowering to TOSA ({tg.tosa_spec(profile)}) failed: {type(cause).__name__}: "
+            f"{' '.join(str(cause).split())[:300]}"
+        ) from error
+    # The verify stage runs the edge program as the partitioner left it (quantized_decomposed
+    # ops run in PyTorch); the delegation table is read after the cortex_m pass, whose
+    # quantize ops it counts as bookkeeping, and before to_executorch() adds memory-planning
+    # `alloc` nodes to the same graph.
+    edge = _serialised(lambda f: save_edge(lowered.exported_program(), f))
+    lowered = with_cortex_m_quant_ops(lowered)
+    table = delegation_table(lowered, rejections)
+    with running("ExecuTorch's to_executorch", "planning memory and serialising the program"):
+        program = to_program(lowered)
+    plan = program.executorch_program.execution_plan[0]
+    # ExecuTorch's memory plan for tensors outside the delegates (the runner's method
+    # allocator must hold them): buffer 0 is reserved and always 0.
+    planned = sum(int(size) for size in plan.non_const_buffer_sizes)
     return Lowered(bytes(program.buffer), edge, table, planned, sources)
 
 
