@@ -154,14 +154,18 @@ def program_without_debug_path(pte: Path):
     return program
 
 
-def compare_work(work: Path, peer_dir: Path, cells) -> list[str]:
+def compare_work(work: Path, peer_dir: Path, cells, failed: dict[str, str] | None = None) -> list[str]:
     """Cells where ethosweep and the peer compiled something different (none expected), per cell:
     the programs equal apart from the intermediates path aot_arm_compiler records; every delegate's
     Vela command stream and weights byte-identical (a .pte without any Vela payload fails: there
     would be nothing to compare); Vela's cycles equal for the last partition, the only one whose
-    report aot_arm_compiler keeps (its intermediates folder has fixed file names)."""
-    mismatches = []
+    report aot_arm_compiler keeps (its intermediates folder has fixed file names). `failed`: run_peer's
+    record; a cell the seeds' way failed is a mismatch of its own, nothing to compare."""
+    failed = {cell: why for cell, why in (failed or {}).items() if why}
+    mismatches = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items()]
     for cell in cells:
+        if cell.id in failed:
+            continue
         ours = json.loads((work / "results" / "vela" / cell.id / "summary.json").read_text())
         our_pte, peer_pte = work / "results" / "vela" / cell.id / "model.pte", peer_dir / cell.id / "model.pte"
         problems = []

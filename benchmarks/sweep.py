@@ -98,10 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     work = make_workdir(root / "ethosweep", config)
     timed("ethosweep cold", lambda: snakemake(work, args.cores))
     if not args.skip_peer:
-        failed = {cell: why for cell, why in peer_failed.items() if why}
-        compared = [c for c in compared if c.id not in failed]
-        same_work = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items()]
-        same_work += compare_work(work, peer_dir / "seq", compared)  # before the incremental steps change cells
+        # before the incremental steps change cells
+        same_work = compare_work(work, peer_dir / "seq", compared, peer_failed)
     timed("ethosweep no-op", lambda: snakemake(work, args.cores))
     timed("ethosweep no-op, via `uv run`", lambda: snakemake(work, args.cores, via_uv=True))
 

@@ -127,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         write_peer_models(root / "peer", swept, compared)
         print(f"the seeds' way, aot_arm_compiler per cell on {len(compared)} cells:")
         for workers in [1, args.cores] if args.peer == "both" else [args.cores]:
-            name = "one after another" if workers == 1 else f"{workers} at a time"
             peer_times[workers] = timed(
-                name, lambda w=workers: peer_failed.update(run_peer(root / "peer" / f"{w}", compared, w))
+                peer_label(workers), lambda w=workers: peer_failed.update(run_peer(root / "peer" / f"{w}", compared, w))
             )
     proc, seconds = run_sweep("ethosweep cold", work, args.cores)
     quick = None
@@ -193,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def peer_label(workers: int) -> str:
+    return "one after another" if workers == 1 else f"{workers} at a time"
+
+
 def zoo_workdir(work: Path, config: dict) -> Path:
     """An empty working directory with the repo's models, the test models, and `config`."""
     shutil.rmtree(work, ignore_errors=True)
@@ -222,7 +225,7 @@ def print_quick(work: Path, quick: tuple, verified: float, peer_times: dict) -> 
         f"without verification (numerics.verify: false): {seconds:.0f} s = {seconds / verified:.2f}x the verified sweep"
     )
     for workers, peer in peer_times.items():
-        label = "one after another" if workers == 1 else f"{workers} at a time"
+        label = peer_label(workers)
         print(f"  / the seeds' way {label:<18} {seconds / peer:6.2f}")
     if set(verdicts) != {"not verified"}:
         return [f"the sweep without verification gave verdicts: {dict(verdicts)}"]
@@ -242,16 +245,14 @@ def print_stage_seconds(work: Path) -> None:
 def print_side_by_side(work: Path, peer_dir: Path, cold: float, peer_times: dict, failed: dict, cells) -> list[str]:
     """The ratios against the seeds' way, and whether both sides compiled the same programs."""
     for workers, seconds in peer_times.items():
-        label = "one after another" if workers == 1 else f"{workers} at a time"
+        label = peer_label(workers)
         print(f"ethosweep cold / the seeds' way {label:<18} {cold / seconds:6.2f}  ({cold:.0f} s / {seconds:.0f} s)")
-    problems = [f"{cell}: the seeds' way failed ({why})" for cell, why in failed.items() if why]
-    compared = [c for c in cells if not failed.get(c.id)]
-    undelegated = undelegated_by_peer(work, peer_dir, compared)
+    undelegated = undelegated_by_peer(work, peer_dir, [c for c in cells if not failed.get(c.id)])
     for cell, operators in undelegated.items():
         # less work for the seeds' way (no lowering to TOSA, no Vela): its time is in the ratio, in its favour
         print(f"  not compared: {cell}: the seeds' way delegates nothing to the NPU (left on the CPU: {operators})")
-    compared = [c for c in compared if c.id not in undelegated]
-    problems += compare_work(work, peer_dir, compared)
+    compared = [c for c in cells if c.id not in undelegated]
+    problems = compare_work(work, peer_dir, compared, failed)
     if not problems:
         print(same_work_line(compared))
     return problems
