@@ -1,5 +1,6 @@
-"""Node provenance shared instead of deep-copied (ethosweep.compile.node_provenance): a NodeSource
-reads as torch makes it, and a lowering gives the same bytes with torch's deep copies and without."""
+"""What torch.fx spends on a lowering for nothing, left out (ethosweep.compile.fx_overheads): a
+NodeSource reads as torch makes it, a lazy GraphModule computes and reads as torch's, and a
+lowering gives the same bytes with torch's overheads and without."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import re
 import zipfile
 from pathlib import Path
 
-from ethosweep.compile import node_provenance
-from ethosweep.compile.node_provenance import shared_node_provenance
+from ethosweep.compile import fx_overheads
+from ethosweep.compile.fx_overheads import lazy_graph_code, shared_node_provenance
 
 
 def provenance_chain(node, passes: int):
@@ -23,8 +24,8 @@ def provenance_chain(node, passes: int):
 def test_this_torch_still_deep_copies_node_provenance():
     from torch.fx.traceback import NodeSource
 
-    # When this fails, torch no longer deep-copies: node_provenance has nothing left to do, drop it.
-    assert node_provenance._deep_copies_provenance(NodeSource)
+    # When this fails, torch no longer deep-copies: shared_node_provenance has nothing left to do, drop it.
+    assert fx_overheads._deep_copies_provenance(NodeSource)
 
 
 def test_a_node_source_reads_as_torch_makes_it_and_shares_its_sources():
@@ -48,22 +49,46 @@ def test_a_node_source_reads_as_torch_makes_it_and_shares_its_sources():
     assert len(ours.from_node) == len(torchs.from_node) == 1  # what happens to the node later is not ours
 
 
-def test_a_lowering_gives_the_same_bytes_with_shared_provenance(tmp_path, monkeypatch):
+def test_a_lazy_graph_module_computes_and_reads_as_torchs_and_makes_its_code_only_when_used():
+    import torch
+    from torch.fx import GraphModule
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    class Block(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 2) + 1
+
+    traced = torch.fx.symbolic_trace(Block())
+    torchs = GraphModule(traced, traced.graph)
+    with lazy_graph_code():
+        ours = GraphModule(traced, traced.graph)
+    assert type(GraphModule(traced, traced.graph)).__mro__[1] is GraphModule  # torch's way after the block
+
+    assert isinstance(ours, _LazyGraphModule) and ours._needs_recompile()  # no code made yet
+    x = torch.arange(-3.0, 3.0)
+    assert torch.equal(ours(x), torchs(x))
+    assert not ours._needs_recompile()  # made when called
+    assert ours.code == torchs.code
+
+
+def test_a_lowering_gives_the_same_bytes_without_torch_fxs_overheads(tmp_path, monkeypatch):
     from ethosweep.verify.chain import export, lower, quantize
 
     export(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"})
     quantize(tmp_path, "blocks")
-    shared = lower(tmp_path, "blocks", into="shared")
-    monkeypatch.setattr(node_provenance, "_deep_copies_provenance", lambda node_source_class: False)  # torch's way
-    copied = lower(tmp_path, "blocks", into="copied")
+    ours = lower(tmp_path, "blocks", into="ours")
+    # torch's way: both switched off where their real switches are
+    monkeypatch.setattr(fx_overheads, "_deep_copies_provenance", lambda node_source_class: False)
+    monkeypatch.setattr(fx_overheads, "_has_lazy_graph_modules", lambda graph_module_class: False)
+    torchs = lower(tmp_path, "blocks", into="torchs")
 
     for name in ("template.pte", "delegation.json", "tosa_sources.json"):
-        assert (shared / name).read_bytes() == (copied / name).read_bytes(), name
-    partitions = sorted(p.name for p in (shared / "tosa").iterdir())
-    assert partitions and partitions == sorted(p.name for p in (copied / "tosa").iterdir())
+        assert (ours / name).read_bytes() == (torchs / name).read_bytes(), name
+    partitions = sorted(p.name for p in (ours / "tosa").iterdir())
+    assert partitions and partitions == sorted(p.name for p in (torchs / "tosa").iterdir())
     for name in partitions:
-        assert (shared / "tosa" / name).read_bytes() == (copied / "tosa" / name).read_bytes(), name
-    assert edge_program(shared / "edge.pt2") == edge_program(copied / "edge.pt2")
+        assert (ours / "tosa" / name).read_bytes() == (torchs / "tosa" / name).read_bytes(), name
+    assert edge_program(ours / "edge.pt2") == edge_program(torchs / "edge.pt2")
 
 
 def edge_program(path: Path) -> dict[str, bytes]:

@@ -1,0 +1,107 @@
+"""What torch.fx spends on a lowering for nothing, left out: the same bytes, a quarter less time.
+
+ExecuTorch's Arm lowering runs ~150 passes over the graph. Two costs grow with that count and buy
+the lowering nothing (docs/performance.md, "Where a lowering's time goes"); `without_fx_overheads()`
+removes both, only while torch still has them, and the lowered programs, TOSA partitions and edge
+programs stay the same bytes (tests/test_fx_overheads.py; the default matrix and a preset,
+docs/performance.md). Both to go when torch changes (upstream reports in that document).
+
+**Node provenance, deep-copied.** torch.fx records where every node comes from
+(`node.meta["from_node"]`, a list of `torch.fx.traceback.NodeSource`, each holding the list its
+source node had). Every new NodeSource deep-copies its source node's whole list, and each pass adds
+a level, so the copies grow with the pass count (~15 % of a MobileNetV2 lowering). A NodeSource is
+never changed after it is made, and torch itself shares them (every node a tracer creates gets a
+shallow copy of the current meta's `from_node`, torch.fx.proxy). `shared_node_provenance()` makes a
+NodeSource share its source's list entries instead (one shallow copy of the list), exactly as a
+deep copy would read.
+
+**Python code generated for every intermediate graph.** Every `torch.fx.GraphModule` generates and
+compiles Python source for its graph when it is made and whenever its graph is replaced
+(`recompile`): ExecuTorch's passes make a new GraphModule per pass, ~380 code generations in a
+MobileNetV2 lowering (~25 % of its time), while the passes walk the graph and never call that code.
+torch has the remedy, `_LazyGraphModule` (the code is generated when first called or read), but
+turns it on only for modules made through its own factory, which ExecuTorch's passes do not use.
+`lazy_graph_code()` makes every plain GraphModule made inside it lazy; a module whose code is
+called or read (calibration, `print`) generates it then, the same code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+
+
+def _deep_copies_provenance(node_source_class) -> bool:
+    """Whether this torch's NodeSource still deep-copies its source node's list (the only thing
+    shared_node_provenance changes); if torch changed how a NodeSource is made, leave it alone."""
+    try:
+        source = inspect.getsource(node_source_class.__init__)
+    except (OSError, TypeError):
+        return False
+    return 'copy.deepcopy(node.meta["from_node"])' in source
+
+
+@contextlib.contextmanager
+def without_fx_overheads():
+    """Within this block, neither of torch.fx's costs above (used as a decorator on the lowering)."""
+    with shared_node_provenance(), lazy_graph_code():
+        yield
+
+
+@contextlib.contextmanager
+def shared_node_provenance():
+    """Within this block, a new NodeSource shares its source node's provenance entries."""
+    from torch.fx.traceback import NodeSource
+
+    if not _deep_copies_provenance(NodeSource):
+        yield
+        return
+    torch_init = NodeSource.__init__
+
+    def sharing_init(self, node, pass_name="", action=None):
+        torch_init(self, None, pass_name, action)  # the pass name, the action and the caches
+        if node:
+            self.node_info = self.NodeInfo(name=node.name, target=str(node.target), graph_id=id(node.graph))
+            sources = node.meta.get("from_node", [])
+            self.from_node = list(sources) if isinstance(sources, list) else copy.deepcopy(sources)
+
+    NodeSource.__init__ = sharing_init
+    try:
+        yield
+    finally:
+        NodeSource.__init__ = torch_init
+
+
+def _has_lazy_graph_modules(graph_module_class) -> bool:
+    """Whether this torch has the lazy kind of GraphModule and makes GraphModules as lazy_graph_code
+    expects (a static `__new__`, which it wraps); if torch changed either, leave it alone."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:
+        return False
+    new = graph_module_class.__dict__.get("__new__")
+    return isinstance(new, staticmethod) and issubclass(_LazyGraphModule, graph_module_class)
+
+
+@contextlib.contextmanager
+def lazy_graph_code():
+    """Within this block, a plain GraphModule generates its Python code when first called or read."""
+    from torch.fx import GraphModule
+
+    if not _has_lazy_graph_modules(GraphModule):
+        yield
+        return
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    torch_new = GraphModule.__dict__["__new__"]
+
+    def lazy_new(cls, *args, **kwargs):
+        # torch's own __new__ (one class per instance), on the lazy subclass; subclasses stay theirs
+        return torch_new.__func__(_LazyGraphModule if cls is GraphModule else cls, *args, **kwargs)
+
+    GraphModule.__new__ = lazy_new
+    try:
+        yield
+    finally:
+        GraphModule.__new__ = torch_new
