@@ -1,4 +1,5 @@
-"""The quantize stage is keyed by TOSA profile: check that sharing is sound."""
+"""The quantize stage is keyed by TOSA profile: check that sharing is sound, within a profile and,
+where the quantizer annotates the same graph, between profiles."""
 
 from pathlib import Path
 
@@ -45,3 +46,35 @@ def test_a16w8_quantizes_activations_to_int16(mnist_program):
         if n.op == "call_function" and "quantize_per_tensor" in str(n.target)
     }
     assert torch.int16 in dtypes
+
+
+def test_the_u55_profile_takes_the_u85_quantization_where_the_quantizer_annotates_the_same_graph(tmp_path):
+    import shutil
+
+    from ethosweep.runtime.io import read_json, write_json
+    from ethosweep.runtime.outcome import write_failure
+    from ethosweep.verify.chain import export, quantize
+
+    export(tmp_path, {"name": "mnist", "file": "models/mnist.py"})
+    quantize(tmp_path, "u85", profile="u85")
+    quantize(tmp_path, "u55", profile="u55", same_as="u85")
+    u85, u55 = read_json(tmp_path / "u85.quantize.json"), read_json(tmp_path / "u55.quantize.json")
+    assert u55["same_as"].startswith("the u85 profile's quantization")
+    assert (u55["tosa_profile"], u55["tosa_spec"]) == ("u55", "TOSA-1.0+INT+int16+int4+u55")
+    assert (tmp_path / "u55.pt2").read_bytes() == (tmp_path / "u85.pt2").read_bytes()
+
+    # what makes it sound: quantized on its own, the u55 program is the same program
+    quantize(tmp_path, "alone", profile="u55")
+    alone = read_json(tmp_path / "alone.quantize.json")
+    assert "same_as" not in alone
+    assert (alone["annotated_sha256"], alone["graph_sha256"]) == (u85["annotated_sha256"], u85["graph_sha256"])
+
+    # another annotated graph, or a failed u85 quantization: the u55 profile quantizes on its own
+    shutil.copy(tmp_path / "u85.pt2", tmp_path / "other.pt2")
+    write_json(tmp_path / "other.quantize.json", dict(u85, annotated_sha256="0" * 64))
+    failed = [tmp_path / "failed.pt2", tmp_path / "failed.quantize.json"]
+    write_failure({"stage": "quantize", "reason": "broken"}, failed)
+    for other in ("other", "failed"):
+        quantize(tmp_path, f"after_{other}", profile="u55", same_as=other)
+        record = read_json(tmp_path / f"after_{other}.quantize.json")
+        assert "same_as" not in record and record["graph_sha256"] == u85["graph_sha256"], other

@@ -231,6 +231,16 @@ def report_setting(key, default):
     return (config.get("report") or {}).get(key, default)
 
 
+def quantization_to_share(wildcards):
+    """The u55 profile's quantization starts from the u85 one's, in every matrix (so adding or
+    removing targets never changes a job's inputs): where the quantizer's passes leave the same
+    graph for both profiles, it is the same program (see ethosweep/compile/quantize.py)."""
+    if wildcards.tosa_profile != "u55":
+        return {}
+    other = f"results/quantize/{wildcards.model}/{wildcards.quant}/u85"
+    return {"same_as_quantized": f"{other}/quantized.pt2", "same_as_meta": f"{other}/quantize.json"}
+
+
 def of_profile(pattern):
     """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
 

@@ -5,6 +5,17 @@ compile spec only through its TOSA specification, which is the same for
 Ethos-U55 and Ethos-U65 (the "u55" profile) and different for Ethos-U85
 ("u85"). Every cell with the same profile shares one quantized program.
 tests/test_quantize.py checks that claim on a real model.
+
+And where the two profiles' quantizations are the same, they are made once. The
+profile reaches the quantizer only through its transform-for-annotation passes
+(decompositions some of which depend on the TOSA specification); annotating,
+calibrating and converting do not read it. So the u55 job runs the quantizer up to
+the graph it annotates and, if that graph (nodes, value shapes and dtypes, the
+tensors it reads) and the calibration are the u85 job's, takes the u85 program
+instead of calibrating and converting again (about half the job's time; on every
+model of the default matrix and the mobile_classifiers preset the programs were
+equal anyway, apart from ids). A model whose passes differ per profile quantizes
+twice, as before.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import hashlib
 import io
 import logging
 from collections import Counter
+from pathlib import Path
 
 import torch
 
@@ -21,7 +33,8 @@ from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
-from ethosweep.runtime.io import atomic_write_bytes, write_json
+from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
+from ethosweep.runtime.outcome import failure_of
 from ethosweep.runtime.provenance import tool_versions
 
 log = logging.getLogger(__name__)
@@ -42,13 +55,27 @@ def quantization_config(scheme: str):
     raise ValueError(f"unknown quantization scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
 
 
-def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_spec):
-    """prepare_pt2e -> calibrate -> convert_pt2e -> export: the quantized program."""
+class SameQuantization(Exception):
+    """The quantizer annotates the graph another profile's quantization annotated: its program is this one."""
+
+
+def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_spec, on_annotation=None):
+    """prepare_pt2e -> calibrate -> convert_pt2e -> export: the quantized program. `on_annotation`
+    is called with annotation_digest() of the graph the quantizer annotates (it may raise to stop)."""
     from executorch.backends.arm.quantizer import EthosUQuantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = EthosUQuantizer(compile_spec)
     quantizer.set_global(quantization_config(scheme))
+    if on_annotation is not None:
+        transform = quantizer.transform_for_annotation  # prepare_pt2e calls it, then annotates
+
+        def transform_and_report(model):
+            model = transform(model)
+            on_annotation(annotation_digest(model))
+            return model
+
+        quantizer.transform_for_annotation = transform_and_report
     # torch 2.13: .module() adds a _guards_fn call_module that some Arm quantizer
     # passes reject ("call_module is not supported"); the guards are not needed here.
     prepared = prepare_pt2e(exported.module(check_guards=False), quantizer)
@@ -69,14 +96,29 @@ def quantize_model(
     dataset=None,
     calibration_samples: int = 100,
     seed: int = 0,
+    same_as_quantized: str | None = None,
+    same_as_meta: str | None = None,
 ) -> dict:
-    """Quantize the exported program of one model for one scheme and TOSA profile."""
+    """Quantize the exported program of one model for one scheme and TOSA profile; with another
+    profile's program and record (`same_as_*`), take that program where it is this one's."""
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
     calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)
+    other = _comparable_record(same_as_meta, scheme, calibrated_on, len(calibration))
+    annotated = []
+
+    def on_annotation(digest: str) -> None:
+        annotated.append(digest)
+        if other is not None and other.get("annotated_sha256") == digest:
+            raise SameQuantization
+
     try:
         with running("the PT2E quantizer", f"quantizing ({scheme}, TOSA profile {profile}) on {calibrated_on}"):
-            quantized_program = quantize_exported(exported, calibration, scheme, profile_compile_spec(profile))
+            quantized_program = quantize_exported(
+                exported, calibration, scheme, profile_compile_spec(profile), on_annotation
+            )
+    except SameQuantization:
+        return _same_as(other, same_as_quantized, profile, quantized, meta)
     except Exception as error:
         raise StageError(
             f"quantization ({scheme}, TOSA profile {profile}) failed: {type(error).__name__}: {error}"
@@ -93,12 +135,65 @@ def quantize_model(
         "calibration_samples": len(calibration),
         "calibrated_on": calibrated_on,
         "graph_sha256": graph_digest(quantized_program),
+        "annotated_sha256": annotated[0] if annotated else None,
         "quant_ops": dict(sorted(_quant_op_counts(quantized_program).items())),
         "versions": tool_versions(),
     }
     write_json(meta, record)
     log.info("quantized (%s, %s): graph %s", scheme, profile, record["graph_sha256"][:12])
     return record
+
+
+def _comparable_record(path: str | None, scheme: str, calibrated_on: str, samples: int) -> dict | None:
+    """Another profile's record, if it is a quantization this one could be (not a failure, the same
+    scheme and calibration)."""
+    if not path or failure_of(path) is not None:
+        return None
+    record = read_json(path)
+    same = (record.get("scheme"), record.get("calibrated_on"), record.get("calibration_samples"))
+    return record if same == (scheme, calibrated_on, samples) else None
+
+
+def _same_as(other: dict, other_program: str, profile: str, quantized: str, meta: str) -> dict:
+    """This profile's quantization is `other`'s: its program, recorded as this profile's."""
+    atomic_write_bytes(quantized, Path(other_program).read_bytes())
+    record = {
+        **other,
+        "tosa_profile": profile,
+        "tosa_spec": tg.tosa_spec(profile),
+        "same_as": f"the {other['tosa_profile']} profile's quantization (the quantizer annotated the same graph)",
+        "versions": tool_versions(),
+    }
+    write_json(meta, record)
+    log.info("quantized (%s, %s): the %s profile's program", record["scheme"], profile, other["tosa_profile"])
+    return record
+
+
+def annotation_digest(graph_module) -> str:
+    """A digest of the graph the quantizer annotates: its nodes, each value's shape and dtype, and
+    the tensors it reads. Equal digests, equal annotations (the annotator reads nothing else)."""
+    digest = hashlib.sha256(str(graph_module.graph).encode())
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{node.name}:{tuple(value.shape)}:{value.dtype}".encode())
+        if node.op == "get_attr":
+            tensor = _attribute(graph_module, node.target)
+            if isinstance(tensor, torch.Tensor):
+                digest.update(node.target.encode())
+                digest.update(_tensor_bytes(tensor))
+    return digest.hexdigest()
+
+
+def _attribute(module, dotted: str):
+    for part in dotted.split("."):
+        module = getattr(module, part, None)
+    return module
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> bytes:
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return f"{flat.dtype}".encode() + flat.view(torch.uint8).numpy().tobytes()
 
 
 def graph_digest(exported) -> str:

@@ -53,13 +53,25 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/@vela-", "@vela-")
 
 
-def run_stage(smk: Any, ref: str, *, directories: Sequence[str] = (), aggregate: bool = False, **kwargs: Any) -> None:
+def run_stage(
+    smk: Any,
+    ref: str,
+    *,
+    directories: Sequence[str] = (),
+    aggregate: bool = False,
+    reads_failures: Sequence[str] = (),
+    **kwargs: Any,
+) -> None:
     """Run library function `ref` for the Snakemake job `smk` with `kwargs` (see run_stages)."""
-    run_stages(smk, (ref, kwargs), directories=directories, aggregate=aggregate)
+    run_stages(smk, (ref, kwargs), directories=directories, aggregate=aggregate, reads_failures=reads_failures)
 
 
 def run_stages(
-    smk: Any, *steps: tuple[str, dict[str, Any]], directories: Sequence[str] = (), aggregate: bool = False
+    smk: Any,
+    *steps: tuple[str, dict[str, Any]],
+    directories: Sequence[str] = (),
+    aggregate: bool = False,
+    reads_failures: Sequence[str] = (),
 ) -> None:
     """Run each (library function, kwargs) step in order for the Snakemake job `smk`: one log,
     one supervised process; the first failing step ends the job.
@@ -68,10 +80,11 @@ def run_stages(
     its outputs (`directories`: those of them that are directory outputs) and the job succeeds; any
     other failure fails the job. A job whose input is a record passes it on without running, unless
     it is an `aggregate` (summary, report, firmware plan) that reads every cell's outcome itself;
-    an aggregate's own failure is never recorded (the end of a run describes every cell, or fails)."""
+    an aggregate's own failure is never recorded (the end of a run describes every cell, or fails).
+    `reads_failures`: names of inputs the stage reads itself, record or not (it does without them)."""
     label = describe_job(smk.rule, dict(smk.wildcards.items()))
     if not aggregate:
-        upstream = first_failure(_job_inputs(smk))
+        upstream = first_failure(_job_inputs(smk, reads_failures))
         if upstream is not None:
             _pass_on(smk, upstream, directories, label)
             return
@@ -107,8 +120,9 @@ def run_stages(
     write_failure(record, _files(smk, directories), directories)
 
 
-def _job_inputs(smk: Any) -> list[str]:
-    return [str(path) for path in smk.input]
+def _job_inputs(smk: Any, leaving_out: Sequence[str] = ()) -> list[str]:
+    skip = {str(smk.input.get(name)) for name in leaving_out if smk.input.get(name)}
+    return [str(path) for path in smk.input if str(path) not in skip]
 
 
 def _files(smk: Any, directories: Sequence[str]) -> list[str]:

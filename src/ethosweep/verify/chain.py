@@ -54,8 +54,11 @@ def export(folder: Path, model: dict, seed: int = 0, weights: Path | None = None
     )
 
 
-def quantize(folder: Path, name: str, scheme: str = "int8", profile: str = "u55", dataset=None) -> Path:
-    """The quantize stage on the exported program, calibrated as the workflow calibrates."""
+def quantize(
+    folder: Path, name: str, scheme: str = "int8", profile: str = "u55", dataset=None, same_as: str | None = None
+) -> Path:
+    """The quantize stage on the exported program, calibrated as the workflow calibrates (`same_as`:
+    another quantization in the folder this one may take, as the u55 profile's takes the u85's)."""
     from ethosweep.compile.quantize import quantize_model
 
     quantized = folder / f"{name}.pt2"
@@ -67,6 +70,8 @@ def quantize(folder: Path, name: str, scheme: str = "int8", profile: str = "u55"
         quantized=str(quantized),
         meta=str(folder / f"{name}.quantize.json"),
         dataset=dataset,
+        same_as_quantized=str(folder / f"{same_as}.pt2") if same_as else None,
+        same_as_meta=str(folder / f"{same_as}.quantize.json") if same_as else None,
     )
     return quantized
 
