@@ -48,7 +48,7 @@ def test_a16w8_quantizes_activations_to_int16(mnist_program):
     assert torch.int16 in dtypes
 
 
-def test_the_u55_profile_takes_the_u85_quantization_where_the_quantizer_annotates_the_same_graph(tmp_path):
+def test_the_u85_profile_takes_the_u55_quantization_where_the_quantizer_annotates_the_same_graph(tmp_path):
     import shutil
 
     from ethosweep.runtime.io import read_json, write_json
@@ -56,25 +56,25 @@ def test_the_u55_profile_takes_the_u85_quantization_where_the_quantizer_annotate
     from ethosweep.verify.chain import export, quantize
 
     export(tmp_path, {"name": "mnist", "file": "models/mnist.py"})
-    quantize(tmp_path, "u85", profile="u85")
-    quantize(tmp_path, "u55", profile="u55", same_as="u85")
-    u85, u55 = read_json(tmp_path / "u85.quantize.json"), read_json(tmp_path / "u55.quantize.json")
-    assert u55["same_as"].startswith("the u85 profile's quantization")
-    assert (u55["tosa_profile"], u55["tosa_spec"]) == ("u55", "TOSA-1.0+INT+int16+int4+u55")
-    assert (tmp_path / "u55.pt2").read_bytes() == (tmp_path / "u85.pt2").read_bytes()
+    quantize(tmp_path, "u55", profile="u55")
+    quantize(tmp_path, "u85", profile="u85", same_as="u55")
+    u55, u85 = read_json(tmp_path / "u55.quantize.json"), read_json(tmp_path / "u85.quantize.json")
+    assert u85["same_as"].startswith("the u55 profile's quantization")
+    assert (u85["tosa_profile"], u85["tosa_spec"]) == ("u85", "TOSA-1.0+INT+int16+int4+cf")
+    assert (tmp_path / "u85.pt2").read_bytes() == (tmp_path / "u55.pt2").read_bytes()
 
-    # what makes it sound: quantized on its own, the u55 program is the same program
-    quantize(tmp_path, "alone", profile="u55")
+    # what makes it sound: quantized on its own, the u85 program is the same program
+    quantize(tmp_path, "alone", profile="u85")
     alone = read_json(tmp_path / "alone.quantize.json")
     assert "same_as" not in alone
-    assert (alone["annotated_sha256"], alone["graph_sha256"]) == (u85["annotated_sha256"], u85["graph_sha256"])
+    assert (alone["annotated_sha256"], alone["graph_sha256"]) == (u55["annotated_sha256"], u55["graph_sha256"])
 
-    # another annotated graph, or a failed u85 quantization: the u55 profile quantizes on its own
-    shutil.copy(tmp_path / "u85.pt2", tmp_path / "other.pt2")
-    write_json(tmp_path / "other.quantize.json", dict(u85, annotated_sha256="0" * 64))
+    # another annotated graph, or a failed u55 quantization: the u85 profile quantizes on its own
+    shutil.copy(tmp_path / "u55.pt2", tmp_path / "other.pt2")
+    write_json(tmp_path / "other.quantize.json", dict(u55, annotated_sha256="0" * 64))
     failed = [tmp_path / "failed.pt2", tmp_path / "failed.quantize.json"]
     write_failure({"stage": "quantize", "reason": "broken"}, failed)
     for other in ("other", "failed"):
-        quantize(tmp_path, f"after_{other}", profile="u55", same_as=other)
+        quantize(tmp_path, f"after_{other}", profile="u85", same_as=other)
         record = read_json(tmp_path / f"after_{other}.quantize.json")
-        assert "same_as" not in record and record["graph_sha256"] == u85["graph_sha256"], other
+        assert "same_as" not in record and record["graph_sha256"] == u55["graph_sha256"], other

@@ -232,12 +232,14 @@ def report_setting(key, default):
 
 
 def quantization_to_share(wildcards):
-    """The u55 profile's quantization starts from the u85 one's, in every matrix (so adding or
+    """The u85 profile's quantization starts from the u55 one's, in every matrix (so adding or
     removing targets never changes a job's inputs): where the quantizer's passes leave the same
-    graph for both profiles, it is the same program (see ethosweep/compile/quantize.py)."""
-    if wildcards.tosa_profile != "u55":
+    graph for both profiles, it is the same program (see ethosweep/compile/quantize.py). This way
+    round, a matrix of Ethos-U55/-U65 cells only (the commonest) quantizes nothing extra; one of
+    Ethos-U85 cells only quantizes for the u55 profile too and takes that program."""
+    if wildcards.tosa_profile != "u85":
         return {}
-    other = f"results/quantize/{wildcards.model}/{wildcards.quant}/u85"
+    other = f"results/quantize/{wildcards.model}/{wildcards.quant}/u55"
     return {"same_as_quantized": f"{other}/quantized.pt2", "same_as_meta": f"{other}/quantize.json"}
 
 

@@ -1,9 +1,9 @@
 # One quantized program per model, scheme and TOSA profile (u55: Ethos-U55 and -U65,
-# u85: Ethos-U85), shared by every cell with that profile; the u55 one is the u85 one's wherever
+# u85: Ethos-U85), shared by every cell with that profile; the u85 one is the u55 one's wherever
 # the quantizer annotates the same graph for both: see ethosweep/compile/quantize.py.
 rule quantize_model:
     input:
-        # u55: the u85 profile's program and record (same_as_quantized, same_as_meta), read even
+        # u85: the u55 profile's program and record (same_as_quantized, same_as_meta), read even
         # when they are a failure record (then this profile quantizes on its own)
         unpack(quantization_to_share),
         program="results/export/{model}/program.pt2",

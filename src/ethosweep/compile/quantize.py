@@ -9,9 +9,9 @@ tests/test_quantize.py checks that claim on a real model.
 And where the two profiles' quantizations are the same, they are made once. The
 profile reaches the quantizer only through its transform-for-annotation passes
 (decompositions some of which depend on the TOSA specification); annotating,
-calibrating and converting do not read it. So the u55 job runs the quantizer up to
+calibrating and converting do not read it. So the u85 job runs the quantizer up to
 the graph it annotates and, if that graph (nodes, value shapes and dtypes, the
-tensors it reads) and the calibration are the u85 job's, takes the u85 program
+tensors it reads) and the calibration are the u55 job's, takes the u55 program
 instead of calibrating and converting again (about half the job's time; on every
 model of the default matrix and the mobile_classifiers preset the programs were
 equal anyway, apart from ids). A model whose passes differ per profile quantizes

@@ -58,7 +58,7 @@ def quantize(
     folder: Path, name: str, scheme: str = "int8", profile: str = "u55", dataset=None, same_as: str | None = None
 ) -> Path:
     """The quantize stage on the exported program, calibrated as the workflow calibrates (`same_as`:
-    another quantization in the folder this one may take, as the u55 profile's takes the u85's)."""
+    another quantization in the folder this one may take, as the u85 profile's takes the u55's)."""
     from ethosweep.compile.quantize import quantize_model
 
     quantized = folder / f"{name}.pt2"
