@@ -621,3 +621,34 @@ def test_a_random_weight_model_on_random_data_gets_a_judged_verdict(tmp_path):
     assert record["checks"][1]["detail"].startswith("ok, not judged against float: on random inputs")
     assert record["data"].endswith("random inputs in their value range (calibrated on others of the kind)")
     assert record["metrics"]["float_output_max_abs"] > 1e-3  # not BatchNorm's initial 1e-9
+
+
+def test_the_u85_profile_takes_the_u55_verification_where_both_verify_the_same_program_tosa_and_delegation(
+    tmp_path,
+):
+    from ethosweep.verify.chain import export, lower, quantize, verify
+
+    export(tmp_path, {"name": "mnist", "file": "models/mnist.py"})
+    quantize(tmp_path, "u55", profile="u55")
+    quantize(tmp_path, "u85", profile="u85", same_as="u55")
+    lowered = {profile: lower(tmp_path, profile, profile=profile) for profile in ("u55", "u85")}
+    u55 = verify(tmp_path, "u55", lowered["u55"])
+    other = {
+        "report": str(tmp_path / "u55.json"),
+        "bundle_io": str(tmp_path / "u55_io.pt"),
+        **{
+            key: str(lowered["u55"] / f"{name}.json")
+            for key, name in (("lower_meta", "lower"), ("tosa_sources", "tosa_sources"), ("delegation", "delegation"))
+        },
+    }
+    shared = dict(quantize_meta=str(tmp_path / "u85.quantize.json"), delegation=str(lowered["u85"] / "delegation.json"))
+    u85 = verify(tmp_path, "u85", lowered["u85"], **shared, same_as=other)
+    assert u85["same_as"].startswith("the u55 profile's verification")
+    assert (tmp_path / "u85_io.pt").read_bytes() == (tmp_path / "u55_io.pt").read_bytes()
+
+    # what makes it sound: verified on its own, the u85 profile gets the same record
+    alone = verify(tmp_path, "u85", lowered["u85"])
+    assert {k: v for k, v in alone.items() if k != "seconds"} == {k: v for k, v in u55.items() if k != "seconds"}
+    # a quantization of its own: verified on its own
+    quantize(tmp_path, "u85", profile="u85")
+    assert "same_as" not in verify(tmp_path, "u85", lowered["u85"], **shared, same_as=other)

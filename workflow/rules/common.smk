@@ -243,6 +243,26 @@ def quantization_to_share(wildcards):
     return {"same_as_quantized": f"{other}/quantized.pt2", "same_as_meta": f"{other}/quantize.json"}
 
 
+def verification_to_share(wildcards):
+    """The u85 profile's verification starts from the u55 one's (as its quantization does): where
+    both verify the same quantized program, TOSA and delegation, it is the same verification (see
+    ethosweep/verify/numerics.py)."""
+    if wildcards.tosa_profile != "u85":
+        return {}
+    own = f"results/lower/{wildcards.model}/{wildcards.quant}/u85"
+    other = f"results/lower/{wildcards.model}/{wildcards.quant}/u55"
+    verified = f"results/verify/{wildcards.model}/{wildcards.quant}/u55"
+    return {
+        "quantize_meta": f"results/quantize/{wildcards.model}/{wildcards.quant}/u85/quantize.json",
+        "delegation": f"{own}/delegation.json",
+        "same_as_report": f"{verified}/verify.json",
+        "same_as_bundle_io": f"{verified}/bundle_io.pt",
+        "same_as_lower_meta": f"{other}/lower.json",
+        "same_as_tosa_sources": f"{other}/tosa_sources.json",
+        "same_as_delegation": f"{other}/delegation.json",
+    }
+
+
 def of_profile(pattern):
     """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
 

@@ -1,9 +1,13 @@
 # Numerics on data: float vs quantized PyTorch vs the TOSA reference model (what the NPU
 # computes), on the lower stage's edge program. One job per model, scheme and TOSA profile:
 # every cell with that profile compiles the same TOSA (the summary checks each cell's TOSA
-# sha256 against it).
+# sha256 against it). The u85 one is the u55 one's where both profiles verify the same
+# quantized program, TOSA and delegation.
 rule verify_numerics:
     input:
+        # u85: the u55 profile's verification and what it verified (same_as_*), read even when
+        # they are failure records (then this profile verifies on its own)
+        unpack(verification_to_share),
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
         quantized=f"results/quantize/{PROFILE}/quantized.pt2",

@@ -3,6 +3,7 @@ from ethosweep.runtime.jobs import run_stage
 run_stage(
     snakemake,
     "ethosweep.verify.numerics:verify_numerics",
+    reads_failures=[name for name in snakemake.input.keys() if name.startswith("same_as_")],
     program=snakemake.input.program,
     quantized=snakemake.input.quantized,
     inputs=snakemake.input.inputs,
@@ -22,4 +23,9 @@ run_stage(
     min_cosine=snakemake.params.min_cosine,
     max_relative_error=snakemake.params.max_relative_error,
     bundle_samples=snakemake.params.bundle_samples,
+    quantize_meta=snakemake.input.get("quantize_meta"),
+    delegation=snakemake.input.get("delegation"),
+    same_as={
+        name.removeprefix("same_as_"): path for name, path in snakemake.input.items() if name.startswith("same_as_")
+    },
 )
