@@ -231,6 +231,9 @@ def report_setting(key, default):
     return (config.get("report") or {}).get(key, default)
 
 
+PROFILES_SWEPT = set(SWEEP.quantize_keys())
+
+
 def quantization_to_share(wildcards):
     """The u85 profile's quantization starts from the u55 one's, in every matrix (so adding or
     removing targets never changes a job's inputs): where the quantizer's passes leave the same
@@ -244,10 +247,12 @@ def quantization_to_share(wildcards):
 
 
 def verification_to_share(wildcards):
-    """The u85 profile's verification starts from the u55 one's (as its quantization does): where
+    """The u85 profile's verification starts from the u55 one's where the matrix has both: where
     both verify the same quantized program, TOSA and delegation, it is the same verification (see
-    ethosweep/verify/numerics.py)."""
-    if wildcards.tosa_profile != "u85":
+    ethosweep/verify/numerics.py). Only where the matrix has both, unlike the quantization: taking it
+    needs the u55 lowering, which an Ethos-U85-only matrix would otherwise not make. (Adding the
+    first U55 cell to such a model reruns its u85 verification, and only that.)"""
+    if wildcards.tosa_profile != "u85" or (wildcards.model, wildcards.quant, "u55") not in PROFILES_SWEPT:
         return {}
     own = f"results/lower/{wildcards.model}/{wildcards.quant}/u85"
     other = f"results/lower/{wildcards.model}/{wildcards.quant}/u55"
