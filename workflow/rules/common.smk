@@ -232,18 +232,28 @@ def report_setting(key, default):
 
 
 PROFILES_SWEPT = set(SWEEP.quantize_keys())
+# The profile whose quantization and verification a profile's start from (quantize.py, numerics.py):
+# u85 from u55, so a matrix of Ethos-U55/-U65 cells only (the commonest) does nothing extra.
+STARTS_FROM = {"u85": "u55"}
+
+
+def in_profile(pattern, wildcards, profile):
+    """`pattern` (with {PROFILE} fields) for the model and scheme of `wildcards` and `profile`."""
+    return pattern.format(model=wildcards.model, quant=wildcards.quant, tosa_profile=profile)
 
 
 def quantization_to_share(wildcards):
     """The u85 profile's quantization starts from the u55 one's, in every matrix (so adding or
     removing targets never changes a job's inputs): where the quantizer's passes leave the same
-    graph for both profiles, it is the same program (see ethosweep/compile/quantize.py). This way
-    round, a matrix of Ethos-U55/-U65 cells only (the commonest) quantizes nothing extra; one of
-    Ethos-U85 cells only quantizes for the u55 profile too and takes that program."""
-    if wildcards.tosa_profile != "u85":
+    graph for both profiles, it is the same program (see ethosweep/compile/quantize.py). An
+    Ethos-U85-only matrix quantizes for the u55 profile too and takes that program."""
+    other = STARTS_FROM.get(wildcards.tosa_profile)
+    if other is None:
         return {}
-    other = f"results/quantize/{wildcards.model}/{wildcards.quant}/u55"
-    return {"same_as_quantized": f"{other}/quantized.pt2", "same_as_meta": f"{other}/quantize.json"}
+    return {
+        "same_as_quantized": in_profile(f"results/quantize/{PROFILE}/quantized.pt2", wildcards, other),
+        "same_as_meta": in_profile(f"results/quantize/{PROFILE}/quantize.json", wildcards, other),
+    }
 
 
 def verification_to_share(wildcards):
@@ -252,19 +262,18 @@ def verification_to_share(wildcards):
     ethosweep/verify/numerics.py). Only where the matrix has both, unlike the quantization: taking it
     needs the u55 lowering, which an Ethos-U85-only matrix would otherwise not make. (Adding the
     first U55 cell to such a model reruns its u85 verification, and only that.)"""
-    if wildcards.tosa_profile != "u85" or (wildcards.model, wildcards.quant, "u55") not in PROFILES_SWEPT:
+    other = STARTS_FROM.get(wildcards.tosa_profile)
+    if other is None or (wildcards.model, wildcards.quant, other) not in PROFILES_SWEPT:
         return {}
-    own = f"results/lower/{wildcards.model}/{wildcards.quant}/u85"
-    other = f"results/lower/{wildcards.model}/{wildcards.quant}/u55"
-    verified = f"results/verify/{wildcards.model}/{wildcards.quant}/u55"
+    own = wildcards.tosa_profile
     return {
-        "quantize_meta": f"results/quantize/{wildcards.model}/{wildcards.quant}/u85/quantize.json",
-        "delegation": f"{own}/delegation.json",
-        "same_as_report": f"{verified}/verify.json",
-        "same_as_bundle_io": f"{verified}/bundle_io.pt",
-        "same_as_lower_meta": f"{other}/lower.json",
-        "same_as_tosa_sources": f"{other}/tosa_sources.json",
-        "same_as_delegation": f"{other}/delegation.json",
+        "quantize_meta": in_profile(f"results/quantize/{PROFILE}/quantize.json", wildcards, own),
+        "delegation": in_profile(f"{LOWERED}/delegation.json", wildcards, own),
+        "same_as_report": in_profile(f"{VERIFY}/verify.json", wildcards, other),
+        "same_as_bundle_io": in_profile(f"{VERIFY}/bundle_io.pt", wildcards, other),
+        "same_as_lower_meta": in_profile(f"{LOWERED}/lower.json", wildcards, other),
+        "same_as_tosa_sources": in_profile(f"{LOWERED}/tosa_sources.json", wildcards, other),
+        "same_as_delegation": in_profile(f"{LOWERED}/delegation.json", wildcards, other),
     }
 
 
@@ -272,9 +281,7 @@ def of_profile(pattern):
     """An input function: `pattern` (with {PROFILE} fields) for the TOSA profile of a cell's wildcards."""
 
     def path(wildcards):
-        return pattern.format(
-            model=wildcards.model, quant=wildcards.quant, tosa_profile=ethosweep_targets.tosa_profile(wildcards.target)
-        )
+        return in_profile(pattern, wildcards, ethosweep_targets.tosa_profile(wildcards.target))
 
     return path
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import operator
 from collections import Counter
 from pathlib import Path
 
@@ -178,22 +179,16 @@ def annotation_digest(graph_module) -> str:
         if isinstance(value, torch.Tensor):
             digest.update(f"{node.name}:{tuple(value.shape)}:{value.dtype}".encode())
         if node.op == "get_attr":
-            tensor = _attribute(graph_module, node.target)
+            tensor = operator.attrgetter(node.target)(graph_module)
             if isinstance(tensor, torch.Tensor):
-                digest.update(node.target.encode())
+                digest.update(f"{node.target}:{tensor.dtype}".encode())
                 digest.update(_tensor_bytes(tensor))
     return digest.hexdigest()
 
 
-def _attribute(module, dotted: str):
-    for part in dotted.split("."):
-        module = getattr(module, part, None)
-    return module
-
-
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    return f"{flat.dtype}".encode() + flat.view(torch.uint8).numpy().tobytes()
+    """A tensor's data as bytes (any dtype: bfloat16 has no numpy counterpart to go through)."""
+    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def graph_digest(exported) -> str:
@@ -201,11 +196,11 @@ def graph_digest(exported) -> str:
     digest = hashlib.sha256(str(exported.graph_module.graph).encode())
     for name, tensor in sorted(exported.state_dict.items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
+        digest.update(_tensor_bytes(tensor))
     for name, tensor in sorted(exported.constants.items()):
         if isinstance(tensor, torch.Tensor):
             digest.update(name.encode())
-            digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
+            digest.update(_tensor_bytes(tensor))
     return digest.hexdigest()
 
 
