@@ -23,9 +23,9 @@ rule check_sdk:
 rule plan_firmware:
     input:
         sdk="results/firmware/sdk.json",
-        pte=runner_cell_paths(f"{COMPILED}/model.pte"),
+        # the pools are sized from the records (the Vela job's scratch and buffers, the inputs' bytes)
         compile_meta=runner_cell_paths(f"{COMPILED}/compile.json"),
-        inputs=runner_cell_paths("results/export/{model}/inputs.pt"),
+        export_meta=runner_cell_paths("results/export/{model}/export.json"),
     output:
         plan=f"results/firmware/{RUNNER}/plan.json",
     log:

@@ -80,7 +80,12 @@ def export_model(
 
 def _describe(value) -> dict:
     if isinstance(value, torch.Tensor):
-        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+        # bytes: what a runner holds for it (the firmware plan sizes its pools from them, torch-free)
+        return {
+            "shape": list(value.shape),
+            "dtype": str(value.dtype).removeprefix("torch."),
+            "bytes": value.numel() * value.element_size(),
+        }
     return {"type": type(value).__name__}
 
 

@@ -8,7 +8,9 @@ of one per configuration (ExecuTorch's measured cold build here); the header sta
 the linkable C array per cell for boards without semihosting. The runner's memory pools must
 hold the largest model it will run, so they are sized from every cell it serves.
 
-Torch-free except `scratch_bytes` (ExecuTorch's .pte reader) and `input_bytes` (torch.load).
+Torch-free: the pools are sized from the records of the stages that made the .pte and the inputs
+(the Vela job's scratch and planned buffer bytes, the export's input bytes), so a firmware plan is a
+light job of its own process, not a warm worker's.
 """
 
 from __future__ import annotations
@@ -34,18 +36,6 @@ POOL_ALIGN = 16 * KIB
 
 def _align(value: int, to: int = POOL_ALIGN) -> int:
     return (value + to - 1) // to * to
-
-
-def scratch_bytes(pte_path: str | Path) -> int:
-    """The largest Ethos-U scratch buffer any delegate of the .pte asks for (the command
-    stream's `scratch_size` block), read with ExecuTorch's get_ethosu_scratch_from_pte."""
-    import contextlib
-    import io
-
-    from executorch.backends.arm.scripts.get_ethosu_scratch_from_pte import get_scratch_from_pte
-
-    with contextlib.redirect_stdout(io.StringIO()):  # it prints per delegate
-        return get_scratch_from_pte(str(pte_path)) or 0
 
 
 @dataclass(frozen=True)
@@ -203,12 +193,10 @@ def parse_executor_runner_output(text: str) -> dict:
 # ---- stages -------------------------------------------------------------------------------
 
 
-def input_bytes(inputs_path: str | Path) -> int:
-    """Bytes of a model's example inputs (the runner copies them into the method allocator)."""
-    import torch
-
-    inputs = torch.load(inputs_path, weights_only=True)
-    return sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+def input_bytes(export_meta: dict) -> int:
+    """Bytes of a model's example inputs (the runner copies them into the method allocator), as
+    the export stage recorded them."""
+    return sum(spec.get("bytes", 0) for spec in export_meta["inputs"])
 
 
 def plan_runner(
@@ -216,9 +204,8 @@ def plan_runner(
     system_config: str,
     memory_mode: str,
     cells: list[str],
-    pte: list[str],
     compile_meta: list[str],
-    inputs: list[str],
+    export_meta: list[str],
     sdk: str,
     sdk_config: dict,
     bundleio: bool,
@@ -230,7 +217,7 @@ def plan_runner(
     so the summary says per cell what is missing."""
     sdk = read_json(sdk)  # the check_sdk job's findings
     needs = []
-    for cell, pte_path, meta_path, inputs_path in zip(cells, pte, compile_meta, inputs, strict=True):
+    for cell, meta_path, export_path in zip(cells, compile_meta, export_meta, strict=True):
         if failure_of(meta_path) is not None:  # a failed cell: nothing of it goes on the board
             continue
         lowered = read_json(meta_path)
@@ -239,8 +226,8 @@ def plan_runner(
                 "cell": cell,
                 "pte_bytes": lowered["pte_bytes"],
                 "planned_buffer_bytes": lowered["planned_buffer_bytes"],
-                "input_bytes": input_bytes(inputs_path),
-                "scratch_bytes": scratch_bytes(pte_path),
+                "input_bytes": input_bytes(read_json(export_path)),
+                "scratch_bytes": lowered["scratch_bytes"],
             }
         )
     pools = size_pools(needs, memory_mode)

@@ -40,7 +40,6 @@ WARM_MODULES = (
     "ethosweep.vela.compile",
     "ethosweep.verify.numerics",
     "ethosweep.deploy.bundle",
-    "ethosweep.firmware.executor_runner",
     "ethosweep.firmware.qemu",
 )
 

@@ -248,6 +248,15 @@ def assemble_pte(template: bytes, payloads: list[bytes], compile_specs: list[tup
     return bytes(serialize_pte_binary(pte))
 
 
+def scratch_bytes(payloads: list[bytes]) -> int:
+    """The largest Ethos-U scratch buffer the cell's delegates ask for (the command stream's
+    `scratch_size` block), read with ExecuTorch's own reader (get_ethosu_scratch_from_pte, which
+    reads the same payloads back out of the .pte)."""
+    from executorch.backends.arm.scripts.get_ethosu_scratch_from_pte import get_scratch_size_from_delegate
+
+    return max((get_scratch_size_from_delegate(p) or 0 for p in payloads), default=0)
+
+
 # ---- reproducers ------------------------------------------------------------------------
 
 
@@ -421,6 +430,8 @@ def compile_cell(
         "pte_bytes": len(pte_bytes),
         "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
         "planned_buffer_bytes": lowered["planned_buffer_bytes"],
+        # the runner's scratch pool holds the largest (ethosweep.firmware reads it here, torch-free)
+        "scratch_bytes": scratch_bytes(payloads),
         "template_sha256": lowered["template_sha256"],
         "partitions": [
             {"index": i, "tosa_sha256": hashlib.sha256(t).hexdigest(), "payload_bytes": len(p)}
