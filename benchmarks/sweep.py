@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     work = make_workdir(root / "ethosweep", config)
-    timed("ethosweep cold", lambda: snakemake(work, args.cores))
+    timed("ethosweep cold", lambda: snakemake(work, args.cores, cold=True))
     if not args.skip_peer:
         # before the incremental steps change cells
         same_work = compare_work(work, peer_dir / "seq", compared, peer_failed)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     timed("incremental: 1 Vela option (U85)", lambda: snakemake(work, args.cores))
 
     alone = make_workdir(root / "alone", dict(config, memory_modes=["Dedicated_Sram"]))
-    timed(f"new cells alone ({len(new_cells)} cells, cold)", lambda: snakemake(alone, args.cores))
+    timed(f"new cells alone ({len(new_cells)} cells, cold)", lambda: snakemake(alone, args.cores, cold=True))
 
     print()
     if not args.skip_peer:

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"matrix: {sweep.describe().removeprefix('ethosweep: ')}; Vela {installed} installed, adding {OTHER}\n")
     work = make_workdir(root / "ethosweep", config)
-    timed(f"the matrix, cold, Vela {installed}", lambda: snakemake(work, args.cores))
+    timed(f"the matrix, cold, Vela {installed}", lambda: snakemake(work, args.cores, cold=True))
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (work / "results/vela").rglob("model.pte")}
 
     two = dict(config, vela=dict(config.get("vela") or {}, versions=[installed, OTHER]))

@@ -45,14 +45,34 @@ def snakemake_command(workdir: Path, cores: int, *extra: str, source: Path = REP
     ]
 
 
-def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = False) -> None:
+def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = False, cold: bool = False) -> None:
     """The whole workflow (`all`), quietly, with `source`'s library first on the path; a failed run
-    ends the benchmark with the end of its log."""
+    ends the benchmark with the end of its log. `cold`: no warm worker left by an earlier run (a
+    worker outlives its run by its idle timeout): a cold run pays for starting one."""
+    if cold:
+        stop_warm_workers()
     env = {**os.environ, "PYTHONPATH": str(source / "src")}
     command = snakemake_command(workdir, cores, "--quiet", "all", source=source, via_uv=via_uv)
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-4000:]}")
+
+
+def stop_warm_workers() -> None:
+    """Ask every warm worker of this user (any checkout's) to exit (ethosweep.runtime.worker)."""
+    import socket
+
+    from ethosweep.runtime import worker
+
+    for path in worker.socket_path().parent.glob("worker-*.sock"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            try:
+                conn.connect(str(path))
+                conn.sendall(b'{"shutdown": true}\n')
+                conn.recv(64)
+            except OSError:
+                continue
+    time.sleep(0.5)  # let each release its lock before a new one starts
 
 
 def timed(name: str, func, width: int = 58) -> float:

@@ -63,7 +63,7 @@ from peer import (  # noqa: E402
     undelegated_by_peer,
     write_peer_models,
 )
-from workdirs import snakemake_command, timed, warm_page_cache  # noqa: E402
+from workdirs import snakemake_command, stop_warm_workers, timed, warm_page_cache  # noqa: E402
 
 SMOKE_REFUSED = {"name": "residual", "file": "tests/models/residual_int16.py"}
 
@@ -210,6 +210,7 @@ def run_sweep(name: str, work: Path, cores: int) -> tuple[subprocess.CompletedPr
     """`snakemake --cores N --configfile config/zoo.yaml` in `work`, timed under `name`."""
     command = snakemake_command(work, cores, "--configfile", str(work / "config" / "zoo.yaml"), "--quiet", "all")
     done = []
+    stop_warm_workers()  # cold: a worker an earlier run left would start this one warm
     seconds = timed(name, lambda: done.append(subprocess.run(command, capture_output=True, text=True)))
     return done[0], seconds
 

@@ -430,11 +430,6 @@ def print_summary_table():
         print(f"\n{cpu_lines}\nFull table: {CPU_SUMMARY}", file=sys.stderr)
 
 
-def stop_warm_worker():
-    """The run is over: let the warm worker (ethosweep.runtime.worker) exit now, not after its idle timeout."""
-    ethosweep_worker.shutdown()
-
-
 # ---- the end of a run ------------------------------------------------------------------------
 
 # The rules that describe the whole run: only they write the summary, the operator map and the

@@ -16,9 +16,12 @@ Why it is safe:
 - Crash-safe: a job that crashes kills only its child; the client reports the
   failure and Snakemake handles it like any failed job. If the server cannot be
   reached or started, the client runs the job in-process instead.
-- Clean shutdown: the server exits after `IDLE_SECONDS` without jobs, or when
-  told to (the workflow does so when a run ends). A child whose client goes away
-  (Snakemake interrupted) stops its job, so no orphan keeps writing outputs.
+- Clean shutdown: the server exits after `IDLE_SECONDS` without jobs (five minutes;
+  ETHOSWEEP_WORKER_IDLE=<seconds> sets it), or when told to (`shutdown`). It outlives
+  the run that started it on purpose: its imports are a run's largest fixed cost
+  (~6 s here), and the run after one (a target added, a model edited) usually comes
+  within minutes. A child whose client goes away (Snakemake interrupted) stops its
+  job, so no orphan keeps writing outputs.
 - Single-threaded accept loop, fork per connection: no locks held by other
   threads at fork time. Only the client's user can reach the socket (0700 dir).
 
@@ -87,7 +90,10 @@ def export_fingerprint() -> None:
 def _look_up_fingerprint() -> str:
     from importlib import metadata
 
-    parts = [sys.executable, sys.version, str(Path(__file__).resolve().parents[1])]
+    # this module's own code too: it is the one part of ethosweep a server runs (the jobs' children
+    # import everything else afresh), and a server outlives its run
+    here = Path(__file__).resolve()
+    parts = [sys.executable, sys.version, str(here.parents[1]), hashlib.sha256(here.read_bytes()).hexdigest()]
     for dist in _FINGERPRINT_DISTS:
         try:
             parts.append(f"{dist}=={metadata.version(dist)}")
@@ -151,8 +157,9 @@ def _start_and_connect(path: Path) -> socket.socket:
         if conn is not None:
             return conn
         log = open(f"{path}.log", "a")
+        idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
         process = subprocess.Popen(
-            [sys.executable, "-m", "ethosweep.runtime.worker", str(path)],
+            [sys.executable, "-m", "ethosweep.runtime.worker", str(path), idle],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
