@@ -25,8 +25,10 @@ def module_path(module: str) -> Path:
     return candidate.with_suffix(".py") if rel else PACKAGE_DIR / "__init__.py"
 
 
-def package_imports(module: str) -> set[str]:
-    """The ethosweep modules that `module` imports directly."""
+@lru_cache(maxsize=None)
+def package_imports(module: str) -> frozenset[str]:
+    """The ethosweep modules that `module` imports directly (read once per process: every rule's
+    params ask, and their closures share most modules)."""
     tree = ast.parse(module_path(module).read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
@@ -41,7 +43,7 @@ def package_imports(module: str) -> set[str]:
                     found.add(sub if module_path(sub).exists() and sub != base else base)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith(PACKAGE + "."))
-    return {m for m in found if m != PACKAGE and module_path(m).exists()}
+    return frozenset(m for m in found if m != PACKAGE and module_path(m).exists())
 
 
 @lru_cache(maxsize=None)

@@ -128,9 +128,16 @@ def stage_packages(*modules: str) -> tuple[str, ...]:
     everything those require."""
     dists: set[str] = set()
     for name in sorted(set().union(*(closure(m) for m in modules))):
-        source = module_path(name).read_text(encoding="utf-8")
-        dists |= distributions(imported_top_levels(source)) | declared_tools(source)
+        dists |= _module_runs(name)
     return tuple(sorted(dependency_closure(dists), key=str.lower))
+
+
+@lru_cache(maxsize=None)
+def _module_runs(module: str) -> frozenset[str]:
+    """One package module's imported distributions and ALSO_RUNS (read once per process: the
+    stages' closures share most modules)."""
+    source = module_path(module).read_text(encoding="utf-8")
+    return frozenset(distributions(imported_top_levels(source)) | declared_tools(source))
 
 
 def stage_versions(*modules: str) -> dict[str, str]:
