@@ -81,5 +81,8 @@ def test_the_zoo_benchmark_side_by_side_reaches_its_identity_verdict(tmp_path):
 
 
 def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
-    out = run_benchmark("plan.py", "--smoke", "--repeat", "1", workdir=tmp_path)
+    out = run_benchmark("plan.py", "--smoke", "--noop", "--repeat", "1", workdir=tmp_path)
     assert "compile_with_vela 32," in out and "verdict: the plan is the matrix, 32 cells" in out, out
+    # the matrix run for real, then a run that finds it finished
+    assert re.search(r"no-op run \(snakemake --cores 2, nothing to be done\) min [\d.]+ s.*, 32 summary rows", out), out
+    assert re.search(r"verdict: a no-op run of 32 finished cells, [\d.]+ s median", out), out
