@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
-from peer import PEER_ENV, peer_command, vela_blobs, write_peer_models  # noqa: E402
+from peer import PEER_ENV, peer_cells, peer_command, vela_blobs, write_peer_models  # noqa: E402
 from workdirs import make_workdir, snakemake, snakemake_command, timed, warm_page_cache, write_config  # noqa: E402
 
 OTHER = "5.2.0"
@@ -95,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         lambda: run_all(commands, args.cores),
     )
     peer = {}
-    # the seeds' way builds a model from its file or import only: a model trained or calibrated on
-    # data by the sweep (mnist_digits) has other weights there, so it is neither timed nor compared
-    peer_cells = [c for c in new_cells if not (swept.models[c.model].train or swept.models[c.model].dataset)]
-    if args.peer != "none" and peer_cells:
-        peer = run_peer(root / "peer", work, swept, peer_cells, args.peer == "all" or args.smoke)
+    # the cells the seeds' way can compile as the sweep did (peer.peer_cells: not a model trained or
+    # calibrated on a dataset ethosweep loads, such as mnist_digits), of the added version
+    comparable = [c for c in peer_cells(swept)[0] if c.vela_version == OTHER]
+    if args.peer != "none" and comparable:
+        peer = run_peer(root / "peer", work, swept, comparable, args.peer == "all" or args.smoke)
 
     n = len(new_cells)
     print()
@@ -107,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Vela alone, per cell               {alone_s / n:6.2f} s wall")
     print(f"cell / Vela alone                  {added_s / alone_s:6.2f}   (target <= 1.5: about one Vela run a cell)")
     if peer:
-        per_peer_cell = sum(peer["seconds"][c.model] for c in peer_cells) / len(peer_cells)
+        per_peer_cell = sum(peer["seconds"][c.model] for c in comparable) / len(comparable)
         print(
             f"the seeds' way, per cell           {per_peer_cell:6.2f} s ({peer['measured']} cells timed, each model's "
-            f"time counted for each of its {len(peer_cells)} cells)"
+            f"time counted for each of its {len(comparable)} cells)"
         )
         print(f"ethosweep / the seeds' way         {added_s / n / per_peer_cell:6.3f}   (per cell)")
 

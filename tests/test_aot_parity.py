@@ -8,6 +8,9 @@ from pathlib import Path
 from conftest import REPO, U55_CELL
 from ethosweep.runtime.io import read_json
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from peer import program_without_debug_path  # noqa: E402 - the benchmarks' own comparison with the seeds' way
+
 SEED_CELL_FLAGS = ["--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram"]
 
 
@@ -56,14 +59,3 @@ def test_seed_mnist_vela_cycles_match_aot_arm_compilers(tiny_sweep, tmp_path):
     our_pte = tiny_sweep / "results" / "vela" / U55_CELL / "model.pte"
     assert aot_pte.read_bytes() != our_pte.read_bytes()
     assert program_without_debug_path(aot_pte) == program_without_debug_path(our_pte)
-
-
-def program_without_debug_path(pte: Path):
-    """The deserialised program without the `debug_artifact_path` compile spec that -i adds."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(pte.read_bytes()).program
-    for plan in program.execution_plan:
-        for delegate in plan.delegates:
-            delegate.compile_specs = [s for s in delegate.compile_specs if s.key != "debug_artifact_path"]
-    return program
