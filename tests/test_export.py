@@ -30,7 +30,9 @@ def test_export_writes_a_reloadable_program_and_the_float_reference(tmp_path):
     assert torch.allclose(program.module()(*inputs), reference)
     meta = read_json(out["meta"])
     assert meta["parameters"] == 16 * 9 + 16 + 32 * 16 * 9 + 32 + 1568 * 64 + 64 + 64 * 10 + 10
-    assert meta["outputs"] == [{"shape": [1, 10], "dtype": "float32"}]
+    # each tensor's bytes too: the firmware plan sizes the runner's input buffers from them
+    assert meta["inputs"] == [{"shape": [1, 1, 28, 28], "dtype": "float32", "bytes": sum(t.nbytes for t in inputs)}]
+    assert meta["outputs"] == [{"shape": [1, 10], "dtype": "float32", "bytes": 40}]
     assert len(meta["source_sha256"]) == 64 and meta["versions"]["torch"] == "2.13.0"
 
 
