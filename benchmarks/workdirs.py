@@ -60,18 +60,9 @@ def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = Fal
 
 def stop_warm_workers() -> None:
     """Ask every warm worker of this user (any checkout's) to exit (ethosweep.runtime.worker)."""
-    import socket
-
     from ethosweep.runtime import worker
 
-    for path in worker.socket_path().parent.glob("worker-*.sock"):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            try:
-                conn.connect(str(path))
-                conn.sendall(b'{"shutdown": true}\n')
-                conn.recv(64)
-            except OSError:
-                continue
+    worker.shutdown_all()
     time.sleep(0.5)  # let each release its lock before a new one starts
 
 

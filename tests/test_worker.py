@@ -138,6 +138,20 @@ def test_shutdown_and_idle_timeout(server, jobs, monkeypatch):
     assert not server.exists()
 
 
+def test_shutdown_all_stops_every_server_of_the_user(server, jobs):
+    """What the benchmarks call before a cold run: a server outlives the run that started it."""
+    worker.submit(request(jobs, "write", path="x.txt", text="x"))
+    other = server.with_name("worker-0123456789abcdef.sock")  # another environment's server
+    started = subprocess.Popen([sys.executable, "-m", "ethosweep.runtime.worker", str(other)])
+    deadline = time.monotonic() + 20
+    while not other.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert worker.shutdown_all() == 2
+    assert started.wait(timeout=20) == 0
+    time.sleep(1.5)
+    assert not server.exists() and not other.exists() and worker.shutdown_all() == 0
+
+
 def test_the_socket_is_keyed_by_the_environment(server):
     assert worker.fingerprint() in server.name
     assert oct(server.parent.stat().st_mode & 0o777) == "0o700"

@@ -128,15 +128,22 @@ def submit(request: dict[str, Any]) -> dict[str, Any]:
     return json.loads(reply)
 
 
-def shutdown() -> bool:
-    """Ask this environment's server to exit (running jobs finish). True if one was running."""
-    conn = _connect(socket_path())
+def shutdown(path: Path | None = None) -> bool:
+    """Ask this environment's server (or the one at `path`) to exit (running jobs finish). True if
+    one was running."""
+    conn = _connect(path or socket_path())
     if conn is None:
         return False
     with conn:
         conn.sendall(b'{"shutdown": true}\n')
         _read_line(conn)
     return True
+
+
+def shutdown_all() -> int:
+    """Ask every server of this user (any environment's, any checkout's) to exit; how many were
+    running. (The benchmarks start a cold run so: a server outlives the run that started it.)"""
+    return sum(shutdown(path) for path in socket_path().parent.glob("worker-*.sock"))
 
 
 def _connect(path: Path) -> socket.socket | None:
