@@ -155,3 +155,28 @@ def test_shutdown_all_stops_every_server_of_the_user(server, jobs):
 def test_the_socket_is_keyed_by_the_environment(server):
     assert worker.fingerprint() in server.name
     assert oct(server.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_starting_server_removes_the_files_of_servers_long_gone(server, jobs):
+    """Each environment, checkout and edit of the worker module has a server of its own: the files
+    of one that exited long ago go when another starts; a running server's and a recent one's stay."""
+    gone, recent = (server.with_name(f"worker-{key}.sock") for key in ("00000000000000aa", "00000000000000bb"))
+    for socket_file in (gone, recent):
+        for suffix in (".lock", ".spawn", ".log"):
+            Path(f"{socket_file}{suffix}").write_text("worker: idle, exiting\n")
+    long_ago = time.time() - 2 * worker.STALE_SECONDS
+    for suffix in (".lock", ".spawn", ".log"):
+        os.utime(f"{gone}{suffix}", (long_ago, long_ago))
+
+    worker.submit(request(jobs, "write", path="x.txt", text="x"))  # starts this environment's server
+
+    left = sorted(p.name for p in server.parent.iterdir())
+    assert not any(name.startswith(gone.name) for name in left)
+    assert [n for n in left if n.startswith(recent.name)] == [f"{recent.name}{s}" for s in (".lock", ".log", ".spawn")]
+    assert f"{server.name}.lock" in left and server.name in left  # the running server's own
+    # a running server's files stay however old: its lock is held
+    long_ago = time.time() - 2 * worker.STALE_SECONDS
+    for suffix in (".log", ".spawn", ".lock", ""):
+        os.utime(f"{server}{suffix}", (long_ago, long_ago))
+    assert worker.remove_exited_servers_files(server.parent, keep=gone) == 0
+    assert server.exists()

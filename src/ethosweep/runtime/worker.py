@@ -21,7 +21,8 @@ Why it is safe:
   the run that started it on purpose: its imports are a run's largest fixed cost
   (~6 s here), and the run after one (a target added, a model edited) usually comes
   within minutes. A child whose client goes away (Snakemake interrupted) stops its
-  job, so no orphan keeps writing outputs.
+  job, so no orphan keeps writing outputs. A server starting removes the files (locks,
+  log) of servers that exited more than STALE_SECONDS ago.
 - Single-threaded accept loop, fork per connection: no locks held by other
   threads at fork time. Only the client's user can reach the socket (0700 dir).
 
@@ -163,6 +164,7 @@ def _start_and_connect(path: Path) -> socket.socket:
         conn = _connect(path)
         if conn is not None:
             return conn
+        remove_exited_servers_files(path.parent, keep=path)
         log = open(f"{path}.log", "a")
         idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
         process = subprocess.Popen(
@@ -182,6 +184,42 @@ def _start_and_connect(path: Path) -> socket.socket:
             time.sleep(0.2)
         process.kill()
         raise Unavailable(f"the worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
+
+
+# A server's files (its lock, spawn lock and log) outlast it: each environment, checkout and edit of
+# this module has a server of its own, so they would pile up. Removed when a server is started (a
+# rare moment, under the spawn lock), only for servers that exited a while ago: the log says why a
+# server that just exited did so, and a server starting holds its lock.
+STALE_SECONDS = 2 * IDLE_SECONDS
+_SERVER_FILES = (".lock", ".spawn", ".log", "")
+
+
+def remove_exited_servers_files(directory: Path, keep: Path, stale_seconds: float = STALE_SECONDS) -> int:
+    """Remove the files of every server in `directory` but `keep`'s that holds no lock and has not
+    written its log for `stale_seconds`; how many servers' files were removed."""
+    removed = 0
+    for lock_path in directory.glob("worker-*.sock.lock"):
+        socket_file = lock_path.with_suffix("")
+        if socket_file == keep or _recently_active(socket_file, stale_seconds):
+            continue
+        with open(lock_path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a server is running (or starting)
+            for suffix in _SERVER_FILES:
+                Path(f"{socket_file}{suffix}").unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _recently_active(socket_file: Path, seconds: float) -> bool:
+    """A file of the server was touched within `seconds` (its log written, its spawn lock opened)."""
+    times = []
+    for suffix in _SERVER_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            times.append(Path(f"{socket_file}{suffix}").stat().st_mtime)
+    return bool(times) and time.time() - max(times) < seconds
 
 
 def _read_line(conn: socket.socket) -> bytes:
