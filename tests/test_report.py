@@ -180,7 +180,7 @@ def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
 def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
     from ethosweep.results import recommend
 
-    # add's Vela estimate rounds to 0.0 ms in the summary: it meets any budget, so it is left out here
+    # add is one operator, 1-2 NPU cycles (1e-06 ms at 1 GHz): a budget it misses is not worth testing
     rows = [r for r in summary(tiny_sweep) if r["model"] != "add"]
     (alif,) = recommend.board_sections(rows, {"alif-e8": board_params("alif-e8")}, budget_ms=1e-6)
     assert alif.summary == "3 of 3 models fit; 0 within 1e-06 ms"
@@ -194,6 +194,23 @@ def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
     pick = next(p for p in bare.picks if p.model == "mnist")
     assert pick.verdict == "meets budget" and "smallest NPU within" in pick.text
     assert f"ethos-u85-256 / Shared_Sram (256 MACs/cycle, {float(mnist['vela_inference_ms']):.3g} ms)" in pick.text
+
+
+def test_a_cell_of_a_few_cycles_is_not_said_to_take_no_time(tiny_sweep):
+    """add is one operator, a few NPU cycles: its time has three significant figures, not "0.0 ms"."""
+    from ethosweep.results import recommend
+
+    rows = summary(tiny_sweep)
+    add = [r for r in rows if r["model"] == "add" and r["status"] == "ok"]
+    assert add
+    for row in add:
+        seconds = int(row["vela_cycles_total"]) / (float(row["vela_core_clock_mhz"]) * 1e6)
+        assert float(row["vela_inference_ms"]) > 0
+        assert float(row["vela_inference_ms"]) == pytest.approx(1e3 * seconds, rel=5e-3)
+        if row["board"]:
+            assert 0 < float(row["board_inference_ms"]) < 1e-4
+    pick = next(p for p in recommend.bare_section([r for r in add if not r["board"]]).picks)
+    assert " 0 ms" not in pick.text and "e-06 ms (Vela estimate)" in pick.text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")

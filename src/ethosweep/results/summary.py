@@ -113,6 +113,14 @@ def cell_key(cell: dict, board: dict | None = None) -> dict:
     }
 
 
+def milliseconds(value: float) -> float:
+    """A time in ms to four decimals, or to three significant figures where four decimals would say
+    0: a cell of one small operator takes a few NPU cycles (2 at 500 MHz: 4e-06 ms), and a
+    summary or report saying "0 ms" would say it takes no time."""
+    rounded = round(value, 4)
+    return rounded if rounded or not value else float(f"{value:.3g}")
+
+
 def board_columns(board: dict, cell: dict, lowered: dict, figures: dict) -> dict:
     """The fit of a cell on a board, its inference time at the board's NPU clock, its bundle."""
     verdict = fit(
@@ -125,7 +133,7 @@ def board_columns(board: dict, cell: dict, lowered: dict, figures: dict) -> dict
         **{f"fit_{r}_margin_kib": margins.get(r, "") for r in ("sram", "flash", "dram")},
         "board_npu_clock_mhz": board["npu_clock_mhz"],
         # Vela's cycles at the board's NPU clock (Vela's own time assumes the system config's clock)
-        "board_inference_ms": round(figures["cycles_total"] / (board["npu_clock_mhz"] * 1e3), 4)
+        "board_inference_ms": milliseconds(figures["cycles_total"] / (board["npu_clock_mhz"] * 1e3))
         if figures.get("cycles_total")
         else "",
         "deploy": f"results/deploy/{board['name']}/{cell_id(cell)}",
@@ -213,7 +221,7 @@ def cell_row(
                 "vela_macs": figures["nn_macs"],
                 "vela_cycles_total": figures["cycles_total"],
                 "vela_cycles_npu": figures["cycles_npu"],
-                "vela_inference_ms": round(figures["inference_time_ms"], 4),
+                "vela_inference_ms": milliseconds(figures["inference_time_ms"]),
                 "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
                 "vela_mac_utilisation_pct": round(100 * figures["mac_utilisation"], 2)
                 if figures["mac_utilisation"] is not None
@@ -336,7 +344,7 @@ def format_table(rows: list[dict]) -> str:
                 f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
                 if ok and r.get("vela_cycles_total") not in ("", None)
                 else "",
-                f"{number(r.get('vela_inference_ms'), 0.0):.3f}"
+                _table_ms(number(r.get("vela_inference_ms"), 0.0))
                 if ok and r.get("vela_inference_ms") not in ("", None)
                 else "",
                 f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
@@ -400,6 +408,11 @@ def _fit_cell(row: dict) -> str:
     if verdict == "fits":
         return "fits"
     return "NO: " + ", ".join(part.split(" needs")[0] for part in verdict.removeprefix("does not fit: ").split("; "))
+
+
+def _table_ms(value: float) -> str:
+    """Three decimals, as the plots' labels: "<0.001" rather than "0.000" for a cell that takes time."""
+    return "<0.001" if 0 < value < 0.0005 else f"{value:.3f}"
 
 
 def _pct(value) -> str:
