@@ -251,29 +251,28 @@ def _finite(value):
     return None if value is None or not math.isfinite(value) else round(value, 3)
 
 
-def verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, other: dict) -> bool:
-    """Whether another profile's verification verified what this one would: the same quantized
+def profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, other: dict) -> str | None:
+    """The other profile, if its verification verified what this one would: the same quantized
     program (the quantize stage took the other profile's, `same_as`), byte-identical TOSA
     partitions delegating the same operators (the same delegation table and TOSA tensor sources),
     so the same three paths run on the same samples. (The edge programs differ only in the
-    delegates' compile specs and ids.) Any record of a failure among them: not alike."""
+    delegates' compile specs and ids.) Any record of a failure among them: not alike (None)."""
     paths = [quantize_meta, lower_meta, tosa_sources, delegation, *other.values()]
     if not all(paths) or any(failure_of(path) is not None for path in paths):
-        return False
+        return None
     if "same_as" not in read_json(quantize_meta):
-        return False
+        return None
     ours, theirs = read_json(lower_meta), read_json(other["lower_meta"])
-    same_lowering = all(ours.get(key) == theirs.get(key) for key in ("partitions", "delegated", "planned_buffer_bytes"))
-    return (
-        same_lowering
+    alike = (
+        all(ours.get(key) == theirs.get(key) for key in ("partitions", "delegated", "planned_buffer_bytes"))
         and read_json(tosa_sources) == read_json(other["tosa_sources"])
         and read_json(delegation) == read_json(other["delegation"])
     )
+    return theirs.get("tosa_profile") if alike else None
 
 
-def _take_verification(other: dict, report: str, bundle_io: str, started: float) -> dict:
+def _take_verification(other: dict, profile: str, report: str, bundle_io: str, started: float) -> dict:
     record = read_json(other["report"])
-    profile = read_json(other["lower_meta"]).get("tosa_profile")
     record["same_as"] = f"the {profile} profile's verification (same quantized program, TOSA partitions and delegation)"
     record["seconds"] = {"load": 0.0, "total": round(time.perf_counter() - started, 2)}
     atomic_write_bytes(bundle_io, Path(other["bundle_io"]).read_bytes())
@@ -309,10 +308,11 @@ def verify_numerics(
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate).
     `same_as`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
-    delegation), taken where it verified the same thing (see verified_alike)."""
+    delegation), taken where it verified the same thing (see profile_verified_alike)."""
     started = time.perf_counter()
-    if same_as and verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, same_as):
-        return _take_verification(same_as, report, bundle_io, started)
+    alike = same_as and profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, same_as)
+    if alike:
+        return _take_verification(same_as, alike, report, bundle_io, started)
     thresholds = Thresholds(
         max_error_steps=max_error_steps,
         min_agreement=min_agreement,
