@@ -122,7 +122,7 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     modes = ", ".join(r["memory_mode"] for r in sorted(fits, key=lambda r: number(r.get("board_inference_ms"))))
     ms = number(best.get("board_inference_ms"))
     text = (
-        f"fastest that fits: {best['memory_mode']}, {_fmt(ms)} ms (Vela estimate at the board's clock), "
+        f"fastest that fits: {best['memory_mode']}, {_time(ms, best)} (Vela estimate at the board's clock), "
         f"margin {_margins(best)}; fits in {modes}"
     )
     verdict = "fits"
@@ -163,16 +163,17 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     if not compiled:
         return _failed(model, rows)
     fastest = min(compiled, key=lambda r: number(r["vela_inference_ms"]))
-    text = f"fastest: {_config(fastest)}, {_fmt(number(fastest['vela_inference_ms']))} ms (Vela estimate)"
+    text = f"fastest: {_config(fastest)}, {_time(number(fastest['vela_inference_ms']), fastest)} (Vela estimate)"
     verdict = "fastest"
     if budget_ms is not None:
         meeting = [r for r in compiled if number(r["vela_inference_ms"]) <= budget_ms]
         if meeting:
             smallest = min(meeting, key=lambda r: (macs_per_cycle(r["target"]), number(r["vela_inference_ms"])))
             verdict = "meets budget"
+            its_time = _time(number(smallest["vela_inference_ms"]), smallest)
             text += (
                 f"; smallest NPU within {_fmt(budget_ms)} ms: {_config(smallest)} "
-                f"({macs_per_cycle(smallest['target'])} MACs/cycle, {_fmt(number(smallest['vela_inference_ms']))} ms)"
+                f"({macs_per_cycle(smallest['target'])} MACs/cycle, {its_time})"
             )
         else:
             verdict = "misses budget"
@@ -203,6 +204,15 @@ def _margins(row: dict) -> str:
         if not math.isnan(number(row.get(f"fit_{region}_margin_kib")))
     ]
     return ", ".join(parts) or "n/a"
+
+
+def _time(ms: float, row: dict) -> str:
+    """A cell's time in ms; one of a few NPU cycles (a single small operator) in cycles, since
+    "1.25e-05 ms" says less than "under 0.001 ms, 2 cycles"."""
+    cycles = number(row.get("vela_cycles_total"))
+    if 0 <= ms < 0.001 and not math.isnan(cycles):
+        return f"under 0.001 ms, {cycles:,.0f} cycles"
+    return f"{_fmt(ms)} ms"
 
 
 def _fmt(value) -> str:
