@@ -175,7 +175,6 @@ def test_a_starting_server_removes_the_files_of_servers_long_gone(server, jobs):
     assert [n for n in left if n.startswith(recent.name)] == [f"{recent.name}{s}" for s in (".lock", ".log", ".spawn")]
     assert f"{server.name}.lock" in left and server.name in left  # the running server's own
     # a running server's files stay however old: its lock is held
-    long_ago = time.time() - 2 * worker.STALE_SECONDS
     for suffix in (".log", ".spawn", ".lock", ""):
         os.utime(f"{server}{suffix}", (long_ago, long_ago))
     assert worker.remove_exited_servers_files(server.parent, keep=gone) == 0

@@ -186,17 +186,18 @@ def _start_and_connect(path: Path) -> socket.socket:
         raise Unavailable(f"the worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
 
 
-# A server's files (its lock, spawn lock and log) outlast it: each environment, checkout and edit of
-# this module has a server of its own, so they would pile up. Removed when a server is started (a
-# rare moment, under the spawn lock), only for servers that exited a while ago: the log says why a
-# server that just exited did so, and a server starting holds its lock.
+# A server's files (its lock, spawn lock and log; its socket too if it crashed) outlast it: each
+# environment, checkout and edit of this module has a server of its own, so they would pile up.
+# Removed when a server is started (a rare moment, under the spawn lock), only for servers that
+# exited a while ago: the log says why a server that just exited did so, and a server starting
+# holds its lock.
 STALE_SECONDS = 2 * IDLE_SECONDS
 _SERVER_FILES = (".lock", ".spawn", ".log", "")
 
 
 def remove_exited_servers_files(directory: Path, keep: Path, stale_seconds: float = STALE_SECONDS) -> int:
-    """Remove the files of every server in `directory` but `keep`'s that holds no lock and has not
-    written its log for `stale_seconds`; how many servers' files were removed."""
+    """Remove the files of every server in `directory` but `keep`'s that holds no lock and none of
+    whose files was touched for `stale_seconds`; how many servers' files were removed."""
     removed = 0
     for lock_path in directory.glob("worker-*.sock.lock"):
         socket_file = lock_path.with_suffix("")
