@@ -118,6 +118,23 @@ def test_a_second_run_has_nothing_to_do(tiny_sweep):
     assert planned_jobs(tiny_sweep) == {}
 
 
+def started(benchmark: Path) -> float:
+    """When a job started: its benchmark file is written as it ends, with its wall time."""
+    seconds = float(benchmark.read_text().splitlines()[-1].split("\t")[0])
+    return benchmark.stat().st_mtime - seconds
+
+
+def test_jobs_waiting_for_cores_start_in_pipeline_order(tiny_sweep):
+    """PRIORITY in common.smk: every model's export starts before any quantization (so a broken
+    model is reported in a run's first seconds). Without it Snakemake prefers the jobs with the
+    largest inputs: this sweep exported ds_cnn after mnist's whole chain. mnist_digits is left out:
+    its export waits for its training."""
+    exports = [started(tiny_sweep / f"benchmarks/export/{model}.tsv") for model in ("mnist", "add", "ds_cnn")]
+    quantizations = [started(f) for f in (tiny_sweep / "benchmarks/quantize").rglob("*.tsv")]
+    assert len(quantizations) == 6
+    assert max(exports) < min(quantizations)
+
+
 def vela_and_what_follows(cells: int, runners: int) -> dict[str, int]:
     """The jobs planned when `cells` cells need Vela again and nothing before it: each cell's Vela
     job (the .pte and its C header) and BundleIO program, the plans of the `runners` firmware

@@ -20,6 +20,7 @@ rule lower_cpu:
         f"logs/cpu/{CPU_CELL}/lower.log",
     benchmark:
         f"benchmarks/cpu/{CPU_CELL}/lower.tsv"
+    priority: PRIORITY["lower"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

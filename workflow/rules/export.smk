@@ -13,6 +13,7 @@ rule export_model:
         "logs/export/{model}.log",
     benchmark:
         "benchmarks/export/{model}.tsv"
+    priority: PRIORITY["export"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

@@ -15,6 +15,7 @@ rule lower_to_tosa:
         f"logs/lower/{PROFILE}.log",
     benchmark:
         f"benchmarks/lower/{PROFILE}.tsv"
+    priority: PRIORITY["lower"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

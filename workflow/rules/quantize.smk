@@ -16,6 +16,7 @@ rule quantize_model:
         "logs/quantize/{model}/{quant}/{tosa_profile}.log",
     benchmark:
         "benchmarks/quantize/{model}/{quant}/{tosa_profile}.tsv"
+    priority: PRIORITY["quantize"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

@@ -12,6 +12,7 @@ rule train_model:
         "logs/train/{model}.log",
     benchmark:
         "benchmarks/train/{model}.tsv"
+    priority: PRIORITY["export"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

@@ -22,6 +22,7 @@ rule verify_numerics:
         f"logs/verify/{PROFILE}.log",
     benchmark:
         f"benchmarks/verify/{PROFILE}.tsv"
+    priority: PRIORITY["verify"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1
