@@ -76,3 +76,53 @@ def test_imports_are_read_without_importing_and_the_standard_library_is_left_out
     source += "def f():\n    import tosa_reference_model\n"
     assert packages.imported_top_levels(source) == {"numpy", "torch", "tosa_reference_model"}
     assert packages.declared_tools('ALSO_RUNS = ("tosa-tools",)\n') == {"tosa-tools"}
+
+
+def versions_in_a_new_process(cache: Path, *, pythonpath: Path | None = None) -> dict:
+    """stage_versions of the Vela stage as a Snakemake process would ask (a process of its own)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ETHOSWEEP_CACHE_DIR": str(cache)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    script = "import json; from ethosweep.runtime import packages; "
+    script += "print(json.dumps(packages.stage_versions('ethosweep.vela.compile')))"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_stage_versions_are_remembered_until_a_distribution_or_the_code_changes(tmp_path):
+    import json
+    import os
+
+    cache = tmp_path / "cache"
+    looked_up = versions_in_a_new_process(cache)
+    assert looked_up == packages.stage_versions("ethosweep.vela.compile") and looked_up["ethos-u-vela"] == "5.1.0"
+    (remembered,) = cache.glob("stage-versions-*.json")
+    # the next process reads the same answer back, in the same order (Snakemake compares a param
+    # as written: another order would rerun every job)
+    assert list(versions_in_a_new_process(cache).items()) == list(looked_up.items())
+    # what the file says is what it gets
+    answers = json.loads(remembered.read_text())
+    answers["ethosweep.vela.compile"]["ethos-u-vela"] = "remembered"
+    remembered.write_text(json.dumps(answers))
+    assert versions_in_a_new_process(cache)["ethos-u-vela"] == "remembered"
+    # a distribution installed on the import path: looked up again (and the other answers kept)
+    site = tmp_path / "site"
+    installed = site / "example_tool-1.0.dist-info"
+    installed.mkdir(parents=True)
+    (installed / "METADATA").write_text("Metadata-Version: 2.1\nName: example-tool\nVersion: 1.0\n")
+    assert versions_in_a_new_process(cache, pythonpath=site)["ethos-u-vela"] == "5.1.0"
+    assert len(list(cache.glob("stage-versions-*.json"))) == 2
+    # an edit of ethosweep's code (its modification time here): looked up again
+    source = Path(packages.__file__).with_name("activity.py")
+    stat = source.stat()
+    try:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        assert versions_in_a_new_process(cache)["ethos-u-vela"] == "5.1.0"
+    finally:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert versions_in_a_new_process(cache)["ethos-u-vela"] == "remembered"

@@ -20,12 +20,18 @@ kinds of code run without our code importing them, and are added:
 Each set is closed over the installed distributions' own requirements (their metadata): Vela
 runs numpy and flatbuffers, and upgrading those can change what it computes.
 
-Looked up once per Snakemake process (parse time); torch-free.
+Looked up once per Snakemake process (parse time) and remembered between processes while the
+installed distributions and ethosweep's sources stay the same (`_remembered`: reading the metadata
+is ~0.5 s of every run's and dry run's start); torch-free.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
+import json
+import os
 import re
 import sys
 from functools import lru_cache
@@ -34,7 +40,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from ethosweep.runtime.codeversion import PACKAGE, closure, module_path
+from ethosweep.runtime.codeversion import PACKAGE, PACKAGE_DIR, closure, module_path
 
 ALSO_RUNS = "ALSO_RUNS"
 
@@ -142,7 +148,92 @@ def _module_runs(module: str) -> frozenset[str]:
 
 def stage_versions(*modules: str) -> dict[str, str]:
     """{distribution: version} for what the stage modules run (a rule's `tools` param)."""
-    return {dist: version(dist) for dist in stage_packages(*modules)}
+    remembered = _remembered()
+    key = ",".join(modules)
+    if key not in remembered.answers:
+        remembered.answers[key] = {dist: version(dist) for dist in stage_packages(*modules)}
+        remembered.save()
+    return dict(remembered.answers[key])
+
+
+# ---- remembered between processes ---------------------------------------------------------------
+# Every Snakemake process (a run, a dry run, each cluster job) parses the rules, and the rules ask
+# for ~20 stages' versions: reading the closures and the distributions' metadata took ~0.5 s of a
+# 2.8 s dry run of the default matrix. The answers depend only on the installed distributions and
+# on ethosweep's sources, so they are kept in a file named by both, and read back while neither
+# changed: installing, upgrading or removing a distribution adds, renames or removes a
+# `<name>-<version>.dist-info` folder on the import path (a reinstall of the same version makes a
+# new one), and an edit of a package module changes its modification time or size.
+
+CACHE_ENV = "ETHOSWEEP_CACHE_DIR"
+
+
+def environment_key() -> str:
+    """A digest of what stage_versions' answers depend on: the interpreter, every distribution's
+    metadata folder on the import path (name, version and when it was made) and every source file of
+    the package (modification time and size). Stats only: ~2 ms."""
+    parts = [sys.executable, sys.version]
+    for entry in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path):
+        with contextlib.suppress(OSError):
+            with os.scandir(entry) as listing:
+                found = [e for e in listing if e.name.endswith((".dist-info", ".egg-info"))]
+            parts.extend(f"{e.path}:{e.stat().st_mtime_ns}" for e in sorted(found, key=lambda e: e.name))
+    for source in sorted(PACKAGE_DIR.rglob("*.py")):
+        stat = source.stat()
+        parts.append(f"{source}:{stat.st_mtime_ns}:{stat.st_size}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+class _Remembered:
+    """The answers of one environment, in `<cache>/stage-versions-<key>.json` (written whole, by
+    rename: concurrent Snakemake processes each write a complete file or none)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.answers: dict[str, dict[str, str]] = {}
+        if path is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.answers = json.loads(path.read_text())
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):  # an unwritable cache only costs the lookup again
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _forget_all_but_recent(self.path.parent, KEPT_ENVIRONMENTS - 1)
+            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(self.answers))  # in order: a param is compared as written
+            temporary.replace(self.path)
+
+
+# Other environments' answers are kept for when they come back (a second checkout, uv's `--with`),
+# up to this many files of a few KB each; each edit of ethosweep's code makes another.
+KEPT_ENVIRONMENTS = 16
+
+
+def _forget_all_but_recent(directory: Path, keep: int) -> None:
+    files = sorted(directory.glob("stage-versions-*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for stale in files[keep:]:
+        stale.unlink(missing_ok=True)
+
+
+def cache_dir() -> Path | None:
+    """$ETHOSWEEP_CACHE_DIR, else $XDG_CACHE_HOME/ethosweep or ~/.cache/ethosweep (None if there is
+    no home to put it in)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME")
+    if base:
+        return Path(base) / "ethosweep"
+    with contextlib.suppress(RuntimeError):
+        return Path.home() / ".cache" / "ethosweep"
+    return None
+
+
+@lru_cache(maxsize=1)
+def _remembered() -> _Remembered:
+    directory = cache_dir()
+    return _Remembered(directory / f"stage-versions-{environment_key()}.json" if directory else None)
 
 
 def _imports_of(file: Path) -> set[str]:
