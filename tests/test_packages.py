@@ -1,5 +1,9 @@
 """The packages each stage runs, derived from its imports: what a toolchain upgrade makes stale."""
 
+import json
+import os
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -80,10 +84,6 @@ def test_imports_are_read_without_importing_and_the_standard_library_is_left_out
 
 def versions_in_a_new_process(cache: Path, *, pythonpath: Path | None = None) -> dict:
     """stage_versions of the Vela stage as a Snakemake process would ask (a process of its own)."""
-    import json
-    import os
-    import subprocess
-    import sys
 
     env = {**os.environ, "ETHOSWEEP_CACHE_DIR": str(cache)}
     if pythonpath is not None:
@@ -95,9 +95,6 @@ def versions_in_a_new_process(cache: Path, *, pythonpath: Path | None = None) ->
 
 
 def test_stage_versions_are_remembered_until_a_distribution_or_the_code_changes(tmp_path):
-    import json
-    import os
-
     cache = tmp_path / "cache"
     looked_up = versions_in_a_new_process(cache)
     assert looked_up == packages.stage_versions("ethosweep.vela.compile") and looked_up["ethos-u-vela"] == "5.1.0"
@@ -126,3 +123,22 @@ def test_stage_versions_are_remembered_until_a_distribution_or_the_code_changes(
     finally:
         os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert versions_in_a_new_process(cache)["ethos-u-vela"] == "remembered"
+
+
+def test_a_models_versions_follow_what_its_file_imports_now(tmp_path, monkeypatch):
+    """model_versions is remembered by the modules the model's code imports, read afresh each time:
+    an edit that imports something else gets that something's versions, not the remembered ones."""
+    monkeypatch.setenv("ETHOSWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    packages._remembered.cache_clear()
+    try:
+        model = tmp_path / "net.py"
+        model.write_text("import yaml\n")
+        assert set(packages.model_versions(file=str(model))) == {"PyYAML"}
+        model.write_text("import numpy\n")
+        assert set(packages.model_versions(file=str(model))) == {"numpy"}
+        model.write_text("import yaml\n")
+        assert packages.model_versions(file=str(model)) == {"PyYAML": metadata.version("PyYAML")}
+        (remembered,) = (tmp_path / "cache").glob("stage-versions-*.json")
+        assert set(json.loads(remembered.read_text())) == {"model imports yaml", "model imports numpy"}
+    finally:
+        packages._remembered.cache_clear()

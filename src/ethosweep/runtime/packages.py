@@ -22,7 +22,7 @@ runs numpy and flatbuffers, and upgrading those can change what it computes.
 
 Looked up once per Snakemake process (parse time) and remembered between processes while the
 installed distributions and ethosweep's sources stay the same (`_remembered`: reading the metadata
-is ~0.5 s of every run's and dry run's start); torch-free.
+was a quarter of every run's and dry run's start); torch-free.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 from packaging.requirements import Requirement
 
@@ -148,28 +149,25 @@ def _module_runs(module: str) -> frozenset[str]:
 
 def stage_versions(*modules: str) -> dict[str, str]:
     """{distribution: version} for what the stage modules run (a rule's `tools` param)."""
-    remembered = _remembered()
-    key = ",".join(modules)
-    if key not in remembered.answers:
-        remembered.answers[key] = {dist: version(dist) for dist in stage_packages(*modules)}
-        remembered.save()
-    return dict(remembered.answers[key])
+    return _remembered().get(",".join(modules), lambda: {dist: version(dist) for dist in stage_packages(*modules)})
 
 
 # ---- remembered between processes ---------------------------------------------------------------
 # Every Snakemake process (a run, a dry run, each cluster job) parses the rules, and the rules ask
-# for ~20 stages' versions: reading the closures and the distributions' metadata took ~0.5 s of a
-# 2.8 s dry run of the default matrix. The answers depend only on the installed distributions and
-# on ethosweep's sources, so they are kept in a file named by both, and read back while neither
-# changed: installing, upgrading or removing a distribution adds, renames or removes a
-# `<name>-<version>.dist-info` folder on the import path (a reinstall of the same version makes a
-# new one), and an edit of a package module changes its modification time or size.
+# for ~20 stages' and every model's versions: reading the stage closures and the distributions'
+# metadata took ~0.7 s of a 2.7 s dry run of the default matrix. Given the modules a stage or a
+# model imports (a model's are read again each time: a few milliseconds), the answers depend only
+# on the installed distributions and on ethosweep's sources, so they are kept in a file named by
+# both, and read back while neither changed: installing, upgrading or removing a distribution adds,
+# renames or removes a `<name>-<version>.dist-info` folder on the import path (a reinstall of the
+# same version makes a new one), and an edit of a package module changes its modification time or
+# size.
 
 CACHE_ENV = "ETHOSWEEP_CACHE_DIR"
 
 
 def environment_key() -> str:
-    """A digest of what stage_versions' answers depend on: the interpreter, every distribution's
+    """A digest of what stage_versions' and model_versions' answers depend on: the interpreter, every distribution's
     metadata folder on the import path (name, version and when it was made) and every source file of
     the package (modification time and size). Stats only: ~2 ms."""
     parts = [sys.executable, sys.version]
@@ -194,6 +192,13 @@ class _Remembered:
         if path is not None:
             with contextlib.suppress(OSError, ValueError):
                 self.answers = json.loads(path.read_text())
+
+    def get(self, question: str, look_up: Callable[[], dict[str, str]]) -> dict[str, str]:
+        """The remembered answer to `question`, else `look_up()`'s, remembered."""
+        if question not in self.answers:
+            self.answers[question] = look_up()
+            self.save()
+        return dict(self.answers[question])
 
     def save(self) -> None:
         if self.path is None:
@@ -282,6 +287,11 @@ def model_packages(file: str | None = None, import_path: str | None = None) -> t
     """The distributions a model's own code comes from: what a model file and the modules beside it
     import, or the package of an `import:` model's module (a missing file gives none: the config
     check says why), with everything they require."""
+    return _packages_of(_model_top_levels(file, import_path))
+
+
+def _model_top_levels(file: str | None, import_path: str | None) -> frozenset[str]:
+    """The third-party top-level modules a model's own code imports (read, not imported: cheap)."""
     if import_path is not None:
         top_levels = {import_path.partition(":")[0].split(".")[0]}
     elif file is not None and Path(file).is_file():
@@ -289,8 +299,11 @@ def model_packages(file: str | None = None, import_path: str | None = None) -> t
         top_levels = {name.split(".")[0] for name in top_levels} - {name.split(".")[0] for name in _local_names(file)}
     else:
         top_levels = set()
-    top_levels -= set(sys.stdlib_module_names) | {PACKAGE}
-    return tuple(sorted(dependency_closure(distributions(top_levels)), key=str.lower))
+    return frozenset(top_levels - set(sys.stdlib_module_names) - {PACKAGE})
+
+
+def _packages_of(top_levels: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(dependency_closure(distributions(set(top_levels))), key=str.lower))
 
 
 def _local_names(file: str) -> set[str]:
@@ -300,4 +313,11 @@ def _local_names(file: str) -> set[str]:
 
 
 def model_versions(file: str | None = None, import_path: str | None = None) -> dict[str, str]:
-    return {dist: version(dist) for dist in model_packages(file, import_path)}
+    """{distribution: version} for a model's own code (the export and training rules' `tools`).
+    Remembered by the modules the code imports, which are read again every time: an edited model
+    file that imports something else is looked up again."""
+    top_levels = _model_top_levels(file, import_path)
+    return _remembered().get(
+        "model imports " + ",".join(sorted(top_levels)),
+        lambda: {dist: version(dist) for dist in _packages_of(top_levels)},
+    )
