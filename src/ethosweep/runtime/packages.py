@@ -42,6 +42,7 @@ from typing import Callable
 from packaging.requirements import Requirement
 
 from ethosweep.runtime.codeversion import PACKAGE, PACKAGE_DIR, closure, module_path
+from ethosweep.runtime.io import atomic_write_text
 
 ALSO_RUNS = "ALSO_RUNS"
 
@@ -183,8 +184,8 @@ def environment_key() -> str:
 
 
 class _Remembered:
-    """The answers of one environment, in `<cache>/stage-versions-<key>.json` (written whole, by
-    rename: concurrent Snakemake processes each write a complete file or none)."""
+    """The answers of one environment, in `<cache>/stage-versions-<key>.json` (written atomically:
+    concurrent Snakemake processes each write a complete file or none)."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -204,11 +205,9 @@ class _Remembered:
         if self.path is None:
             return
         with contextlib.suppress(OSError):  # an unwritable cache only costs the lookup again
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             _forget_all_but_recent(self.path.parent, KEPT_ENVIRONMENTS - 1)
-            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(self.answers))  # in order: a param is compared as written
-            temporary.replace(self.path)
+            # not write_json, which sorts keys: the answers keep their order (a param is compared as written)
+            atomic_write_text(self.path, json.dumps(self.answers))
 
 
 # Other environments' answers are kept for when they come back (a second checkout, uv's `--with`),
