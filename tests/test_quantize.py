@@ -36,6 +36,39 @@ def test_targets_with_the_same_tosa_profile_quantize_identically(mnist_program):
     assert len(digests) == 1
 
 
+@pytest.mark.parametrize("scheme", ["int8", "a16w8"])
+def test_a_weights_observer_looks_once_and_the_program_is_as_if_it_looked_at_every_input(
+    mnist_program, monkeypatch, scheme
+):
+    from torchao.quantization.pt2e.observer import PerChannelMinMaxObserver
+
+    from ethosweep.compile import quantize
+
+    program, inputs = mnist_program
+    calibration = [inputs, *[(torch.rand_like(inputs[0]) * scale,) for scale in (0.5, 1.0, 2.0)]]
+    spec = ethosu_compile_spec("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {})
+    looks = []
+    forward = PerChannelMinMaxObserver.forward
+    monkeypatch.setattr(PerChannelMinMaxObserver, "forward", lambda self, x: looks.append(self) or forward(self, x))
+
+    once = quantize_exported(program, calibration, scheme, spec)
+    weight_observers = len(looks)
+
+    def every_observer_every_input(prepared, calibration):
+        with torch.no_grad():
+            for sample in calibration:
+                prepared(*sample)
+
+    monkeypatch.setattr(quantize, "calibrate", every_observer_every_input)
+    looks.clear()
+    every_time = quantize_exported(program, calibration, scheme, spec)
+
+    assert weight_observers == 4  # mnist's two convolutions and two linear layers, once each
+    assert len(looks) == weight_observers * len(calibration)
+    # the same program: graph (with every scale and zero point), weights and constants
+    assert graph_digest(once) == graph_digest(every_time)
+
+
 def test_a16w8_quantizes_activations_to_int16(mnist_program):
     program, inputs = mnist_program
     spec = ethosu_compile_spec("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only", {})

@@ -80,9 +80,7 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_s
     # torch 2.13: .module() adds a _guards_fn call_module that some Arm quantizer
     # passes reject ("call_module is not supported"); the guards are not needed here.
     prepared = prepare_pt2e(exported.module(check_guards=False), quantizer)
-    with torch.no_grad():
-        for sample in calibration:
-            prepared(*sample)
+    calibrate(prepared, calibration)
     converted = convert_pt2e(prepared)
     return torch.export.export(converted, calibration[0])
 
@@ -143,6 +141,48 @@ def quantize_model(
     write_json(meta, record)
     log.info("quantized (%s, %s): graph %s", scheme, profile, record["graph_sha256"][:12])
     return record
+
+
+def calibrate(prepared, calibration: list[tuple]) -> None:
+    """Run the calibration inputs through the prepared model, each observer recording its range.
+
+    A min/max observer of a constant (a weight's, read by get_attr) sees the same tensor on every
+    input, and its minimum and maximum after one look are exactly what they are after any number:
+    so it looks once, on the first input. Otherwise every weight is re-read once per input
+    (ResNet18: 11M weights 100 times, 2.8 s of a 7 s calibration). Observers whose state depends on
+    how often they look (histograms, moving averages) look every time."""
+    if not calibration:
+        return
+    with torch.no_grad():
+        prepared(*calibration[0])
+        looked_once = constant_min_max_observers(prepared)
+        for observer in looked_once:
+            observer.forward = _unchanged
+        try:
+            for sample in calibration[1:]:
+                prepared(*sample)
+        finally:
+            for observer in looked_once:
+                del observer.forward  # the class's forward again, for whatever runs it next
+
+
+def constant_min_max_observers(prepared) -> list:
+    """The prepared model's min/max observers (exactly those classes: a subclass may count its
+    looks) that only ever see constants: every node calling one (a shared quantization spec calls
+    one observer from several) reads only get_attr nodes."""
+    from torchao.quantization.pt2e.observer import MinMaxObserver, PerChannelMinMaxObserver
+
+    constant = {}
+    for node in prepared.graph.nodes:
+        if node.op == "call_module":
+            reads_constants = bool(node.all_input_nodes) and all(n.op == "get_attr" for n in node.all_input_nodes)
+            constant[node.target] = constant.get(node.target, True) and reads_constants
+    modules = [prepared.get_submodule(target) for target, only in constant.items() if only]
+    return [module for module in modules if type(module) in (MinMaxObserver, PerChannelMinMaxObserver)]
+
+
+def _unchanged(x):
+    return x  # what an observer's forward returns
 
 
 def _comparable_record(path: str | None, scheme: str, calibrated_on: str, samples: int) -> dict | None:
