@@ -1,6 +1,7 @@
 """What torch.fx spends on a lowering for nothing, left out (ethosweep.compile.fx_overheads): a
-NodeSource reads as torch makes it, a lazy GraphModule computes and reads as torch's, and a
-lowering gives the same bytes with torch's overheads and without."""
+NodeSource reads as torch makes it, a lazy GraphModule computes and reads as torch's, a remembered
+signature lookup answers as torch's after any change to the inputs, and a lowering gives the same
+bytes with torch's overheads and without."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 from ethosweep.compile import fx_overheads
-from ethosweep.compile.fx_overheads import lazy_graph_code, shared_node_provenance
+from ethosweep.compile.fx_overheads import lazy_graph_code, remembered_signature_lookups, shared_node_provenance
 
 
 def provenance_chain(node, passes: int):
@@ -71,6 +72,54 @@ def test_a_lazy_graph_module_computes_and_reads_as_torchs_and_makes_its_code_onl
     assert ours.code == torchs.code
 
 
+def test_a_remembered_signature_lookup_answers_as_torchs_after_every_kind_of_change():
+    import copy
+    import dataclasses
+
+    import torch
+    from torch.export.graph_signature import ExportGraphSignature, InputKind, InputSpec, TensorArgument
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.norm = torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return self.norm(self.conv(x))
+
+    signature = torch.export.export(Block().eval(), (torch.rand(1, 3, 8, 8),)).graph_signature
+    lookups = fx_overheads.SIGNATURE_LOOKUPS
+    torch_lookups = {name: ExportGraphSignature.__dict__[name] for name in lookups}
+
+    def torchs():
+        return {name: dict(torch_lookups[name].fget(signature)) for name in lookups}
+
+    def ours():
+        return {name: dict(getattr(signature, name)) for name in lookups}
+
+    with remembered_signature_lookups():
+        assert ours() == torchs() and ours()["inputs_to_buffers"]  # running_mean, running_var, ...
+        assert signature.inputs_to_buffers is signature.inputs_to_buffers  # built once
+        buffer = next(spec for spec in signature.input_specs if spec.kind == InputKind.BUFFER)
+        buffer.arg.name = "renamed"  # an argument changed in place
+        assert ours() == torchs() and "renamed" in signature.inputs_to_buffers
+        buffer.kind = InputKind.PARAMETER  # a spec changed in place
+        assert ours() == torchs() and "renamed" in signature.inputs_to_parameters
+        signature.input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument("added"), "added", True))
+        assert ours() == torchs() and "added" in signature.inputs_to_buffers  # a spec added
+        signature.input_specs[-1] = dataclasses.replace(signature.input_specs[-1], target="replaced")
+        assert ours() == torchs() and signature.inputs_to_buffers["added"] == "replaced"  # a spec replaced
+        del signature.input_specs[-1]
+        assert ours() == torchs() and "added" not in signature.inputs_to_buffers  # a spec removed
+        copied = copy.deepcopy(signature)  # ExecuTorch deep-copies programs: nothing kept in them
+        assert dict(copied.inputs_to_buffers) == dict(signature.inputs_to_buffers)
+    assert "__setattr__" not in TensorArgument.__dict__ and "__setattr__" not in InputSpec.__dict__
+    assert all(
+        ExportGraphSignature.__dict__[name].fget is torch_lookups[name].fget for name in lookups
+    )  # torch's again after the block
+
+
 def test_a_lowering_gives_the_same_bytes_without_torch_fxs_overheads(tmp_path, monkeypatch):
     from ethosweep.verify.chain import export, lower, quantize
 
@@ -80,6 +129,7 @@ def test_a_lowering_gives_the_same_bytes_without_torch_fxs_overheads(tmp_path, m
     # torch's way: both switched off where their real switches are
     monkeypatch.setattr(fx_overheads, "_deep_copies_provenance", lambda node_source_class: False)
     monkeypatch.setattr(fx_overheads, "_has_lazy_graph_modules", lambda graph_module_class: False)
+    monkeypatch.setattr(fx_overheads, "_signature_lookups", lambda signature_class: {})
     torchs = lower(tmp_path, "blocks", into="torchs")
 
     for name in ("template.pte", "delegation.json", "tosa_sources.json"):

@@ -1,10 +1,11 @@
 """What torch.fx spends on a lowering for nothing, left out: the same bytes, a quarter less time.
 
-ExecuTorch's Arm lowering runs ~150 passes over the graph. Two costs grow with that count and buy
-the lowering nothing (docs/performance.md, "Where a lowering's time goes"); `without_fx_overheads()`
-removes both, only while torch still has them, and the lowered programs, TOSA partitions and edge
-programs stay the same bytes (tests/test_fx_overheads.py; the default matrix and a preset,
-docs/performance.md). Both to go when torch changes (upstream reports in that document).
+ExecuTorch's Arm lowering runs ~150 passes over the graph. Three costs grow with the passes or the
+graph and buy the lowering nothing (docs/performance.md, "Where a lowering's time goes");
+`without_fx_overheads()` removes them, only while torch still has them, and the lowered programs,
+TOSA partitions and edge programs stay the same bytes (tests/test_fx_overheads.py; the default
+matrix and a preset, docs/performance.md). All to go when torch changes (upstream reports in that
+document).
 
 **Node provenance, deep-copied.** torch.fx records where every node comes from
 (`node.meta["from_node"]`, a list of `torch.fx.traceback.NodeSource`, each holding the list its
@@ -23,6 +24,13 @@ torch has the remedy, `_LazyGraphModule` (the code is generated when first calle
 turns it on only for modules made through its own factory, which ExecuTorch's passes do not use.
 `lazy_graph_code()` makes every plain GraphModule made inside it lazy; a module whose code is
 called or read (calibration, `print`) generates it then, the same code.
+
+**The export signature's lookups, rebuilt on every question.** `ExportGraphSignature`'s
+`inputs_to_buffers`, `inputs_to_parameters` and `inputs_to_lifted_tensor_constants` build a new
+mapping from all the program's inputs each time they are read, and the passes ask them once per
+node (`torch._export.utils.is_buffer`, `get_buffer`, ...): quadratic in the graph's size (RegNetX-400MF,
+~700 inputs: ~40 % of its lowering). `remembered_signature_lookups()` keeps each signature's last
+answer while its inputs are the same objects and none of them (nor their arguments) was changed.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import weakref
 
 
 def _deep_copies_provenance(node_source_class) -> bool:
@@ -45,7 +54,7 @@ def _deep_copies_provenance(node_source_class) -> bool:
 @contextlib.contextmanager
 def without_fx_overheads():
     """Within this block, neither of torch.fx's costs above (used as a decorator on the lowering)."""
-    with shared_node_provenance(), lazy_graph_code():
+    with shared_node_provenance(), lazy_graph_code(), remembered_signature_lookups():
         yield
 
 
@@ -105,3 +114,74 @@ def lazy_graph_code():
         yield
     finally:
         GraphModule.__new__ = torch_new
+
+
+SIGNATURE_LOOKUPS = ("inputs_to_buffers", "inputs_to_parameters", "inputs_to_lifted_tensor_constants")
+
+
+def _signature_lookups(signature_class) -> dict:
+    """The lookups remembered_signature_lookups keeps, as this torch defines them (properties that
+    read only `input_specs`); if torch changed them, none."""
+    lookups = {name: signature_class.__dict__.get(name) for name in SIGNATURE_LOOKUPS}
+    if not all(isinstance(lookup, property) for lookup in lookups.values()):
+        return {}
+    return {name: lookup.fget for name, lookup in lookups.items()}
+
+
+@contextlib.contextmanager
+def remembered_signature_lookups():
+    """Within this block, an export signature's lookups are built once for the same inputs.
+
+    The answer is kept beside the signature (not in it: ExecuTorch deep-copies programs, and a
+    mapping proxy cannot be copied) with the input specs it was built from (the objects themselves,
+    so their identities cannot be reused while kept) and a count of every change made to an input
+    spec or an argument object (their `__setattr__`, counted within this block; the frozen ones
+    cannot change): the same spec objects and no change since, the same answer."""
+    from torch.export import graph_signature as gs
+
+    lookups = _signature_lookups(gs.ExportGraphSignature)
+    if not lookups:
+        yield
+        return
+    changes = [0]
+    kept: dict[int, tuple] = {}  # id(signature) -> (its weak reference, {lookup: entry})
+    specs_and_arguments = [cls for name, cls in vars(gs).items() if name == "InputSpec" or name.endswith("Argument")]
+    watched = [cls for cls in specs_and_arguments if isinstance(cls, type) and "__setattr__" not in cls.__dict__]
+
+    def counting_setattr(self, name, value):
+        changes[0] += 1
+        object.__setattr__(self, name, value)
+
+    def entries_of(signature) -> dict:
+        key = id(signature)
+        held = kept.get(key)
+        if held is None or held[0]() is not signature:
+            held = (weakref.ref(signature, lambda _ref, key=key: kept.pop(key, None)), {})
+            kept[key] = held
+        return held[1]
+
+    def remembered(name, build):
+        def lookup(signature):
+            specs = signature.input_specs
+            identities = tuple(map(id, specs))
+            entries = entries_of(signature)
+            entry = entries.get(name)
+            if entry is not None and entry[0] == changes[0] and entry[1] == identities:
+                return entry[3]
+            answer = build(signature)
+            entries[name] = (changes[0], identities, tuple(specs), answer)
+            return answer
+
+        return property(lookup)
+
+    for cls in watched:
+        cls.__setattr__ = counting_setattr
+    for name, build in lookups.items():
+        setattr(gs.ExportGraphSignature, name, remembered(name, build))
+    try:
+        yield
+    finally:
+        for name, build in lookups.items():
+            setattr(gs.ExportGraphSignature, name, property(build))
+        for cls in watched:
+            del cls.__setattr__
