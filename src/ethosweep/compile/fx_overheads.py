@@ -29,7 +29,7 @@ called or read (calibration, `print`) generates it then, the same code.
 `inputs_to_buffers`, `inputs_to_parameters` and `inputs_to_lifted_tensor_constants` build a new
 mapping from all the program's inputs each time they are read, and the passes ask them once per
 node (`torch._export.utils.is_buffer`, `get_buffer`, ...): quadratic in the graph's size (RegNetX-400MF,
-~700 inputs: ~40 % of its lowering). `remembered_signature_lookups()` keeps each signature's last
+~700 inputs, lowered in 78 s with them, 71 s without). `remembered_signature_lookups()` keeps each signature's last
 answer while its inputs are the same objects and none of them (nor their arguments) was changed.
 """
 
@@ -53,7 +53,7 @@ def _deep_copies_provenance(node_source_class) -> bool:
 
 @contextlib.contextmanager
 def without_fx_overheads():
-    """Within this block, neither of torch.fx's costs above (used as a decorator on the lowering)."""
+    """Within this block, none of the costs above (used as a decorator on the lowering)."""
     with shared_node_provenance(), lazy_graph_code(), remembered_signature_lookups():
         yield
 
