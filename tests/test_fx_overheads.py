@@ -1,10 +1,12 @@
-"""What torch.fx spends on a lowering for nothing, left out (ethosweep.compile.fx_overheads): a
-NodeSource reads as torch makes it, a lazy GraphModule computes and reads as torch's, a remembered
-signature lookup answers as torch's after any change to the inputs, and a lowering gives the same
-bytes with torch's overheads and without."""
+"""What torch.fx and ExecuTorch spend on a lowering for nothing, left out
+(ethosweep.compile.fx_overheads): a NodeSource reads as torch makes it, a lazy GraphModule computes
+and reads as torch's, a remembered signature lookup answers as torch's after any change to the
+inputs, a lowering gives the same bytes with torch's overheads and without, and the same program
+without ExecuTorch's idle re-trace, whose only trace is in the nodes' provenance."""
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -150,3 +152,79 @@ def edge_program(path: Path) -> dict[str, bytes]:
         name: re.sub(rb'graph_id[\\"]*: -?\d+', b"graph_id", data) if name.endswith(".json") else data
         for name, data in members.items()
     }
+
+
+def test_a_lowering_gives_the_same_program_without_the_idle_decomposition(tmp_path, monkeypatch):
+    """ExecuTorch's third decomposition finds nothing to decompose and is skipped: the template, the
+    TOSA and the delegation table are the same bytes, the edge program too but for its nodes'
+    provenance (the skipped re-trace's levels), and tosa_sources.json names the same tensors of the
+    model: only intermediate names the re-trace carried, which no quantized program has, are gone."""
+    from torch.export import ExportedProgram
+
+    from ethosweep.compile.artifacts import load_quantized
+    from ethosweep.verify.chain import export, lower, quantize
+
+    export(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"})
+    quantize(tmp_path, "blocks")
+    runs = []
+    torch_run = ExportedProgram.run_decompositions
+
+    def counted(program, table=None, *args, **kwargs):
+        runs.append(len(table) if table is not None else None)
+        return torch_run(program, table, *args, **kwargs)
+
+    monkeypatch.setattr(ExportedProgram, "run_decompositions", counted)
+    ours = lower(tmp_path, "blocks", into="ours")
+    ours_runs, runs[:] = list(runs), []
+    monkeypatch.setattr(fx_overheads, "_edge_generation", lambda program_module: None)  # ExecuTorch's way
+    torchs = lower(tmp_path, "blocks", into="torchs")
+    assert len(torchs_runs := list(runs)) == len(ours_runs) + 1 and torchs_runs[0] == ours_runs[0] == 0, (
+        ours_runs,
+        torchs_runs,
+    )  # the first (an empty table: functionalizing) and the second (it decomposes) run, the last not
+
+    for name in ("template.pte", "delegation.json"):
+        assert (ours / name).read_bytes() == (torchs / name).read_bytes(), name
+    for partition in sorted((torchs / "tosa").iterdir()):
+        assert (ours / "tosa" / partition.name).read_bytes() == partition.read_bytes(), partition.name
+    ours_edge, torchs_edge = edge_program(ours / "edge.pt2"), edge_program(torchs / "edge.pt2")
+    assert ours_edge != torchs_edge  # the provenance differs ...
+    assert without_provenance(ours_edge) == without_provenance(torchs_edge)  # ... and nothing else
+    assert provenance_depth(ours_edge) < provenance_depth(torchs_edge)
+
+    quantized_names = {node.name for node in load_quantized(str(tmp_path / "blocks.pt2")).graph.nodes}
+    ours_sources = json.loads((ours / "tosa_sources.json").read_text())
+    torchs_sources = json.loads((torchs / "tosa_sources.json").read_text())
+    assert [list(p) for p in ours_sources] == [list(p) for p in torchs_sources]  # the same tensors
+    dropped = set()
+    for ours_partition, torchs_partition in zip(ours_sources, torchs_sources):
+        for tensor, recorded in torchs_partition.items():
+            own = ours_partition[tensor]
+            assert {k: v for k, v in own.items() if k != "sources"} == {
+                k: v for k, v in recorded.items() if k != "sources"
+            }, tensor
+            assert own["sources"][-1:] == recorded["sources"][-1:], tensor  # the model's node: the same
+            assert set(own["sources"]) <= set(recorded["sources"]), tensor
+            dropped |= set(recorded["sources"]) - set(own["sources"])
+    assert dropped and not dropped & quantized_names, sorted(dropped & quantized_names)
+
+
+def without_provenance(members: dict[str, bytes]) -> dict:
+    """An edge program's members with every node's `from_node` taken out (also inside the JSON
+    strings that hold the delegates' own programs)."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "from_node"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if isinstance(value, str) and value.startswith("{") and "from_node" in value:
+            return strip(json.loads(value))
+        return value
+
+    return {name: strip(json.loads(data)) if name.endswith(".json") else data for name, data in members.items()}
+
+
+def provenance_depth(members: dict[str, bytes]) -> int:
+    """How many provenance levels an edge program's nodes carry in all (each `from_node` key is one)."""
+    return sum(data.count(b"from_node") for name, data in members.items() if name.endswith(".json"))

@@ -1,10 +1,13 @@
-"""What torch.fx spends on a lowering for nothing, left out: the same bytes, a quarter less time.
+"""What torch.fx and ExecuTorch spend on a lowering for nothing, left out: the same programs, a
+third less time.
 
 ExecuTorch's Arm lowering runs ~150 passes over the graph. Three costs grow with the passes or the
 graph and buy the lowering nothing (docs/performance.md, "Where a lowering's time goes");
 `without_fx_overheads()` removes them, only while torch still has them, and the lowered programs,
 TOSA partitions and edge programs stay the same bytes (tests/test_fx_overheads.py; the default
-matrix and a preset, docs/performance.md). All to go when torch changes (upstream reports in that
+matrix and a preset, docs/performance.md). A fourth, a re-trace ExecuTorch runs with nothing to do,
+`without_idle_decompositions()` leaves out, with the same programs and one trace of its absence in
+the nodes' provenance (below). All to go when torch and ExecuTorch change (upstream reports in that
 document).
 
 **Node provenance, deep-copied.** torch.fx records where every node comes from
@@ -31,6 +34,20 @@ mapping from all the program's inputs each time they are read, and the passes as
 node (`torch._export.utils.is_buffer`, `get_buffer`, ...): quadratic in the graph's size (RegNetX-400MF,
 ~700 inputs, lowered in 78 s with them, 71 s without). `remembered_signature_lookups()` keeps each signature's last
 answer while its inputs are the same objects and none of them (nor their arguments) was changed.
+
+**A decomposition with nothing to decompose.** ExecuTorch's edge-program generation
+(`_gen_edge_manager_for_partitioners`) re-exports the program through torch.export's
+`run_decompositions` up to three times. The last, with the default decomposition table, finds
+nothing to decompose in the graphs ethosweep lowers (the previous one decomposed them) and only
+re-traces every node (8-10 % of a lowering). ExecuTorch already skips such a call on its other path
+("safe to skip when none of those targets occur in the graph"); `without_idle_decompositions()` skips
+it on the Arm partitioner's path too, as pytorch/executorch#18496 proposes upstream. Unlike the
+three above it leaves one trace in the output: the edge program's nodes have two provenance levels
+fewer (the re-trace's own, `ExportedProgram.module()` and `Interpreter_PropagateUnbackedSymInts`),
+and tosa_sources.json loses the intermediate names they carried (`convolution_9` between the TOSA
+tensor and the model's `conv2d_9`, a name no model or quantized program has). The template, every
+TOSA partition, the delegation table and everything else in the edge program are the same bytes
+(tests/test_fx_overheads.py; the default matrix and a preset, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -56,6 +73,60 @@ def without_fx_overheads():
     """Within this block, none of the costs above (used as a decorator on the lowering)."""
     with shared_node_provenance(), lazy_graph_code(), remembered_signature_lookups():
         yield
+
+
+def _edge_generation(program_module):
+    """ExecuTorch's edge-program generation, where without_idle_decompositions expects it; if
+    ExecuTorch moved it, None (and the re-trace runs)."""
+    return getattr(program_module, "_gen_edge_manager_for_partitioners", None)
+
+
+@contextlib.contextmanager
+def without_idle_decompositions():
+    """Within this block, ExecuTorch's edge-program generation skips a decomposition with nothing
+    to decompose (see the module docstring): a call with a table none of whose operators is in the
+    graph, after the first call (an empty table, which functionalizes) made it functional. A graph
+    with control flow always runs it (its regions may decompose by rules of their own)."""
+    from executorch.exir.graph_module import contains_any_call_fn_target_op, get_control_flow_submodules
+    from executorch.exir.program import _program
+    from torch.export import ExportedProgram
+
+    generate = _edge_generation(_program)
+    if generate is None:
+        yield
+        return
+    torch_run = ExportedProgram.run_decompositions
+
+    def generate_skipping_idle(*args, **kwargs):
+        functionalized = []  # the programs an empty table's call returned, and those derived from them
+
+        def run_unless_idle(program, decomp_table=None, *more, **options):
+            graph_module = program.graph_module
+            if (
+                decomp_table
+                and not more
+                and not options
+                and any(program is done for done in functionalized)
+                and not get_control_flow_submodules(graph_module)
+                and not contains_any_call_fn_target_op(graph_module, decomp_table)
+            ):
+                return program
+            result = torch_run(program, decomp_table, *more, **options)
+            if not decomp_table or any(program is done for done in functionalized):
+                functionalized.append(result)
+            return result
+
+        ExportedProgram.run_decompositions = run_unless_idle
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            ExportedProgram.run_decompositions = torch_run
+
+    _program._gen_edge_manager_for_partitioners = generate_skipping_idle
+    try:
+        yield
+    finally:
+        _program._gen_edge_manager_for_partitioners = generate
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from ethosweep.compile.compile_spec import profile_compile_spec
-from ethosweep.compile.fx_overheads import without_fx_overheads
+from ethosweep.compile.fx_overheads import without_fx_overheads, without_idle_decompositions
 from ethosweep.compile.tosa_sources import node_sources
 
 # Run by ExecuTorch's Arm backend on the lowering's behalf (its TOSA backend writes every partition
@@ -317,6 +317,7 @@ class Lowered:
 
 
 @without_fx_overheads()  # the same bytes, without what torch.fx spends on them for nothing
+@without_idle_decompositions()  # the same program, without a re-trace that has nothing to do
 def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lowered:
     """The lowering every stage that lowers runs (the lower stage; the vela stage's fallback)."""
     from executorch.exir.serde.serialize import save as save_edge
