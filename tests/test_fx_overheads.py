@@ -128,7 +128,7 @@ def test_a_lowering_gives_the_same_bytes_without_torch_fxs_overheads(tmp_path, m
     export(tmp_path, {"name": "blocks", "file": "tests/models/inverted_residuals.py"})
     quantize(tmp_path, "blocks")
     ours = lower(tmp_path, "blocks", into="ours")
-    # torch's way: both switched off where their real switches are
+    # torch's way: all three switched off where their real switches are
     monkeypatch.setattr(fx_overheads, "_deep_copies_provenance", lambda node_source_class: False)
     monkeypatch.setattr(fx_overheads, "_has_lazy_graph_modules", lambda graph_module_class: False)
     monkeypatch.setattr(fx_overheads, "_signature_lookups", lambda signature_class: {})
