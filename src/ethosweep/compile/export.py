@@ -10,7 +10,7 @@ from collections import Counter
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.zoo import ModelError, initialise, load_model, source_digest
+from ethosweep.compile.zoo import ModelError, initialise, load_model, raised, source_digest
 from ethosweep.matrix.models import model_spec_from_params
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.io import atomic_write_bytes, write_json
@@ -43,12 +43,12 @@ def export_model(
     try:
         with torch.no_grad(), running(f"model '{spec.name}'", "running forward() on its example inputs"):
             outputs = module(*example_inputs)
-    except Exception as error:
-        raise ModelError(f"{where}: forward() on ModelInputs raised {type(error).__name__}: {error}") from error
+    except (Exception, SystemExit) as error:
+        raise ModelError(f"{where}: forward() on ModelInputs {raised(error)}") from error
     try:
         with running("torch.export", f"exporting model '{spec.name}'"):
             exported = torch.export.export(module, example_inputs)
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelError(
             f"{where}: torch.export failed ({type(error).__name__}: {first}); the model must be "

@@ -21,7 +21,8 @@ import torch
 
 from ethosweep.compile.inputs import random_inputs_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
-from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import Fault, StageError
 
 _DTYPES = {
     "float32": torch.float32,
@@ -34,6 +35,15 @@ _DTYPES = {
 
 class ModelError(StageError):
     """A model that cannot be loaded or run; the message names the model and the cause."""
+
+    fault = Fault.MODEL
+
+
+def raised(error: BaseException) -> str:
+    """'raised ValueError: ...', or 'called sys.exit(3)': what a model's code did, in words."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({error.code!r})"
+    return f"raised {type(error).__name__}: {error}"
 
 
 def source_digest(spec: ModelSpec, base_dir: str | Path = ".") -> str | None:
@@ -57,7 +67,23 @@ def load_model(spec: ModelSpec, seed: int, base_dir: str | Path = ".") -> tuple[
         inputs = make_inputs(spec.inputs, seed)
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"model '{spec.name}' ({spec.source}): expected a torch.nn.Module, got {type(model).__name__}")
+    check_inputs(f"model '{spec.name}' ({spec.source})", inputs)
     return model.eval(), inputs
+
+
+def check_inputs(where: str, inputs: tuple) -> None:
+    """Example inputs every later stage can use: tensors with elements and, where floating point,
+    finite values (a zero-element input otherwise compiles, then fails in calibration or
+    verification far from its cause)."""
+    for index, value in enumerate(inputs):
+        if not isinstance(value, torch.Tensor):
+            continue
+        shape = list(value.shape)
+        if value.numel() == 0:
+            raise ModelError(f"{where}: example input {index} has no elements (shape {shape})")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise ModelError(f"{where}: example input {index} holds {bad} NaN or infinite value(s) (shape {shape})")
 
 
 def make_inputs(specs: tuple[InputSpec, ...], seed: int) -> tuple[torch.Tensor, ...]:
@@ -88,11 +114,13 @@ def _load_file(spec: ModelSpec, path: Path) -> tuple[Any, tuple]:
     # jobs too: ethosweep.runtime.packages.local_modules)
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        module_spec.loader.exec_module(module)
+        # named, so that a crash or an exit in the file's own code says which file
+        with running(where, "importing its file"):
+            module_spec.loader.exec_module(module)
     except SyntaxError as error:
         raise ModelError(f"{where}: syntax error at line {error.lineno}: {error.msg}") from error
-    except Exception as error:
-        raise ModelError(f"{where}: running the file raised {type(error).__name__}: {error}") from error
+    except (Exception, SystemExit) as error:
+        raise ModelError(f"{where}: running the file {raised(error)}") from error
     missing = [n for n in ("ModelUnderTest", "ModelInputs") if not hasattr(module, n)]
     if missing:
         raise ModelError(
@@ -115,16 +143,20 @@ def _load_import(spec: ModelSpec) -> Any:
     where = f"model '{spec.name}' ({spec.import_path})"
     module_name, _, attr = spec.import_path.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        with running(where, f"importing {module_name}"):
+            module = importlib.import_module(module_name)
     except ImportError as error:
         raise ModelError(f"{where}: import path does not resolve: {error}") from error
+    except (Exception, SystemExit) as error:
+        raise ModelError(f"{where}: importing {module_name} {raised(error)}") from error
     factory = getattr(module, attr, None)
     if factory is None:
         raise ModelError(f"{where}: module {module_name} has no attribute {attr!r}")
     try:
-        return factory(**spec.kwargs)
-    except Exception as error:
-        raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) raised {type(error).__name__}: {error}") from error
+        with running(where, f"calling {attr}(**{spec.kwargs})"):
+            return factory(**spec.kwargs)
+    except (Exception, SystemExit) as error:
+        raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) {raised(error)}") from error
 
 
 # BatchNorm statistics re-estimated on this many seeded inputs: a cumulative average (momentum None),

@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.matrix.targets import CPU_BY_FAMILY, FVP_BY_FAMILY, family
-from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.errors import Fault, StageError, fault_of_process
 from ethosweep.runtime.io import atomic_write_text, read_json, write_json
 from ethosweep.runtime.outcome import failure_of
 
@@ -297,7 +298,10 @@ def build_executor_runner(plan: str, elf: str, sizes: str) -> dict:
     built = next(output.rglob("arm_executor_runner"), None)
     if proc.returncode != 0 or built is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise StageError(f"building the runner failed ({proc.returncode}): {tail[0]}")
+        raise StageError(
+            f"building the runner failed ({proc.returncode}): {tail[0]}",
+            fault_of_process(proc.returncode, proc.stdout + proc.stderr),
+        )
     shutil.copyfile(built, elf)
     found = {key: int(value) for key, value in re.findall(r"executable_(text|data|bss):\s*(\d+)", proc.stdout)}
     write_json(
@@ -317,13 +321,20 @@ def run_on_fvp(target: str, elf: str, program: str, plan: str, run: str, uart: s
     fvp = read_json(plan)["fvp_path"]
     command = fvp_command(target, str(Path(elf).resolve()), str(Path(program).resolve()), timelimit_s, fvp=fvp)
     print("$ " + " ".join(command), flush=True)
+    started = time.monotonic()
+    # past its own --timelimit (host seconds) the FVP stops; past a minute more, subprocess does
+    # (TimeoutExpired): either is a time limit, the machine's (retried), not the cell's
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timelimit_s + 60)
     atomic_write_text(uart, proc.stdout + proc.stderr)
     parsed = parse_executor_runner_output(proc.stdout)
     parsed["source"] = "FVP (simulated; NPU cycle-accurate, CPU not)"
+    stopped = "CPU time has been exceeded" in proc.stdout  # what the FVP says at its --timelimit
+    if not parsed["completed"] and (stopped or (not parsed["errors"] and time.monotonic() - started >= timelimit_s)):
+        raise StageError(f"FVP run stopped at its time limit of {timelimit_s} s (see {uart})", Fault.TIME)
     if parsed["errors"] or not parsed["completed"]:
         reason = parsed["errors"][0] if parsed["errors"] else "the runner did not complete"
-        raise StageError(f"FVP run failed: {reason} (see {uart})")
+        cause = fault_of_process(proc.returncode, proc.stdout + proc.stderr)
+        raise StageError(f"FVP run failed: {reason} (exit {proc.returncode}; see {uart})", cause)
     if parsed["bundleio"] == "FAIL":
         raise StageError(f"FVP run: BundleIO check FAILED, outputs differ from the reference (see {uart})")
     write_json(run, parsed)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ethosweep.matrix.targets import CPU_BOARD
-from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.errors import Fault, StageError, fault_of_process
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 
 QEMU = "qemu-system-arm"
@@ -169,7 +169,8 @@ def run_in_qemu(elf, pte, run_inputs, timeout: int, qemu: str = QEMU) -> tuple[d
         try:
             result = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as error:
-            raise StageError(f"QEMU did not finish within {timeout} s (sdk.qemu_timelimit)") from error
+            # a time limit is the machine's (a loaded machine runs QEMU slower): retried, not kept
+            raise StageError(f"QEMU did not finish within {timeout} s (sdk.qemu_timelimit)", Fault.TIME) from error
         text = result.stdout + result.stderr
         parsed = parse_runner_output(text)
         parsed.update(
@@ -191,7 +192,8 @@ def qemu_cell(elf, pte, run_inputs, reference, run_json, log_out, timeout: int =
     atomic_write_bytes(log_out, text.encode())
     if parsed["exit_code"] != 0 or not parsed["done"]:
         reason = "; ".join(parsed["errors"]) or f"exit code {parsed['exit_code']}"
-        raise StageError(f"the runner failed in QEMU: {reason} (log: {log_out})")
+        cause = fault_of_process(parsed["exit_code"], text)  # QEMU itself crashing is not the cell's, once
+        raise StageError(f"the runner failed in QEMU: {reason} (log: {log_out})", cause)
     ref = torch.load(reference, weights_only=True)
     comparison = compare_outputs(
         split_outputs(raw, parsed["outputs"]), ref["expected"], ref["float"], ref["label"], ref.get("scales", ())

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ethosweep.matrix.targets import CPU_BOARD
-from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.errors import StageError, fault_of_process
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 
 REPO = Path(__file__).resolve().parents[3]
@@ -111,7 +111,12 @@ def run_logged(command: list[str], log) -> None:
     log.flush()
     result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
     if result.returncode != 0:
-        raise StageError(f"`{' '.join(map(str, command[:3]))} ...` failed (exit {result.returncode}); see the log")
+        log.flush()
+        said = Path(log.name).read_text(errors="replace")[-65536:] if hasattr(log, "name") else ""
+        raise StageError(
+            f"`{' '.join(map(str, command[:3]))} ...` failed (exit {result.returncode}); see the log",
+            fault_of_process(result.returncode, said),
+        )
 
 
 def build_executorch(

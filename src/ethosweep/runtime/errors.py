@@ -1,43 +1,169 @@
-"""Failures of stages: the exception stages raise for expected failures, and the
-line a failed job leaves in its log. Kept apart from the job runner, so that
-editing how jobs run does not change every stage's code version."""
+"""Failures of stages, classed by their cause, in one place.
+
+Stages raise what happened: the model's error, an operator refused, a tool's failure on the
+input, a crash, a full disk, a time limit. They do not decide what becomes of it. The job runner
+(ethosweep.runtime.execute) asks `fault_of` for the cause and `kept` whether the failure is the
+cell's own, recorded in place of its outputs and kept until what it depends on changes
+(ethosweep.runtime.outcome), or the machine's, so that the job fails and the next run retries it.
+
+| cause                                    | kept?                                                |
+| ---------------------------------------- | ---------------------------------------------------- |
+| the model or its code                    | yes                                                  |
+| an operator a compiler refuses           | yes                                                  |
+| a tool failing on this input             | yes                                                  |
+| a version the registry does not have     | yes (for that version's cells)                       |
+| a native crash                           | only once it happened again in a fresh process       |
+| memory, disk, a time limit, interrupted  | no: the job fails and the next run retries it        |
+| the registry or network unreachable      | no                                                   |
+| an input file damaged on disk            | no (delete it and rerun)                             |
+
+docs/failures.md shows the same table and tests/test_fault_matrix.py walks it, stage by stage.
+Kept apart from the job runner, so that editing how jobs run does not change every stage's code
+version. Torch-free.
+"""
 
 from __future__ import annotations
 
+import enum
 import errno
+import re
+import subprocess
 
 # A line with this prefix ends the log of a job that failed: its reason, as the terminal and the
 # failure record (ethosweep.runtime.outcome) say it.
 FAILURE_PREFIX = "ethosweep-failure: "
 
 
+class Fault(enum.Enum):
+    """What caused a failure. The value is how a message or a record names it."""
+
+    MODEL = "the model or its code"
+    REFUSED = "an operator refused"
+    TOOL = "a tool failed on this input"
+    MISSING_VERSION = "a version the registry does not have"
+    CRASH = "a native crash"
+    MEMORY = "memory"
+    DISK = "disk"
+    TIME = "a time limit"
+    INTERRUPT = "an interruption"
+    NETWORK = "the registry or network unreachable"
+    DAMAGED = "an input file damaged on disk"
+
+
+# The failures that are the cell's own: the same inputs, code and tools fail the same way again.
+KEPT = frozenset({Fault.MODEL, Fault.REFUSED, Fault.TOOL, Fault.MISSING_VERSION})
+
+
+def kept(fault: Fault, reproduced: bool = False) -> bool:
+    """Whether a failure of this cause is recorded and kept (the table in the module docstring).
+    A crash is kept only when it `reproduced`: it happened again in a fresh process."""
+    return fault in KEPT or (fault is Fault.CRASH and reproduced)
+
+
 class StageError(Exception):
-    """An expected failure of a stage: bad model, Vela error, ... (no traceback needed).
+    """A failure a stage raises on purpose, with one line that says what happened (no traceback
+    needed) and its cause (`fault`, default: a tool failed on this input)."""
 
-    `recorded`: whether the failure is an outcome of the job's inputs, kept until they change
-    (ethosweep.runtime.outcome), or may not happen again, so that the job fails and is retried."""
+    fault = Fault.TOOL
 
-    recorded = True
+    def __init__(self, message: str = "", fault: Fault | None = None):
+        super().__init__(message)
+        if fault is not None:
+            self.fault = fault
 
 
-class TransientError(StageError):
-    """A failure that may not recur: the job fails and the next run retries it."""
-
-    recorded = False
+class Stopped(BaseException):
+    """The job's process was told to stop (SIGTERM: its wall-clock limit, Snakemake stopping it).
+    Not an Exception, and not SystemExit: no stage's `except` takes it for a failure of its own."""
 
 
 # errno values of an exhausted or failing machine, not of the job's inputs
-_TRANSIENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EAGAIN}
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
+MEMORY_ERRNOS = frozenset({errno.ENOMEM, errno.EAGAIN})
+# Exceptions whose cause is the machine wherever they are raised, by their type.
+_MACHINE_TYPES: tuple[tuple[type[BaseException], Fault], ...] = (
+    (MemoryError, Fault.MEMORY),
+    (KeyboardInterrupt, Fault.INTERRUPT),
+    (Stopped, Fault.INTERRUPT),
+    (subprocess.TimeoutExpired, Fault.TIME),
+    (TimeoutError, Fault.TIME),
+)
 
 
-def is_recorded(error: BaseException) -> bool:
-    """Whether a stage's exception is an outcome of its inputs (recorded) or of the machine
-    (memory, disk, I/O: the job fails and is retried). Everything a stage raises from its inputs,
-    its model's code or a tool it runs on them counts as the former."""
-    if isinstance(error, StageError):
-        return error.recorded
-    if isinstance(error, MemoryError):
-        return False
-    if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
-        return False
-    return True
+def fault_of(error: BaseException) -> Fault:
+    """The cause of a stage's exception. A machine fault anywhere in its chain decides (a stage that
+    wrapped a MemoryError in its own ModelError still ran out of memory); otherwise the outermost
+    StageError's `fault`; otherwise (an exception nothing expected) a failure on this input."""
+    chain = list(_chain(error))
+    for link in chain:
+        machine = machine_fault(link)
+        if machine is not None:
+            return machine
+    return next((link.fault for link in chain if isinstance(link, StageError)), Fault.TOOL)
+
+
+def of_the_machine(error: BaseException) -> bool:
+    """Whether a stage's exception is the machine's (memory, disk, time, interrupt, network, a damaged
+    file): a stage that catches failures to try something else (a fallback, a search) lets these go."""
+    fault = fault_of(error)
+    return fault not in KEPT and fault is not Fault.CRASH
+
+
+def machine_fault(error: BaseException) -> Fault | None:
+    """The machine's fault this one exception is (memory, disk, time, interrupt), or None."""
+    if isinstance(error, StageError) and error.fault not in KEPT and error.fault is not Fault.CRASH:
+        return error.fault
+    for kind, fault in _MACHINE_TYPES:
+        if isinstance(error, kind):
+            return fault
+    if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
+        return Fault.DISK
+    if isinstance(error, OSError) and error.errno in MEMORY_ERRNOS:
+        return Fault.MEMORY
+    return None
+
+
+def _chain(error: BaseException):
+    """The exception, what it was raised from, and what it was raised while handling (once each)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+# What a tool run as a separate process (another Vela version, uv, a compiler, a simulator) says
+# when the machine failed it, rather than its input: its own words, as Python, the C library and
+# uv print them.
+_MACHINE_WORDS: tuple[tuple[re.Pattern, Fault], ...] = (
+    (re.compile(r"^MemoryError\b|Cannot allocate memory|std::bad_alloc|out of memory", re.I | re.M), Fault.MEMORY),
+    (re.compile(r"No space left on device|Disk quota exceeded|Input/output error|Read-only file system"), Fault.DISK),
+)
+
+
+def fault_in_output(text: str) -> Fault | None:
+    """The machine's fault a tool's output names (a traceback ending in MemoryError, 'No space left
+    on device'), or None: then its failure is the input's."""
+    for pattern, fault in _MACHINE_WORDS:
+        if pattern.search(text):
+            return fault
+    return None
+
+
+def fault_of_process(returncode: int, output: str = "") -> Fault:
+    """The cause of a failed tool process (a compiler, a simulator): killed by SIGKILL (memory), dead
+    of another signal (a crash: the input's only if it happens again), or what its output names of
+    the machine; else a failure on this input."""
+    if returncode < 0:
+        return Fault.MEMORY if returncode == -9 else Fault.CRASH
+    return fault_in_output(output) or Fault.TOOL
+
+
+def reproduced(error: BaseException) -> bool:
+    """Whether a crash in the exception's chain happened again in a fresh process (see kept)."""
+    return any(getattr(link, "reproduced", False) for link in _chain(error))
+
+
+def is_kept(error: BaseException) -> bool:
+    """Whether a stage's exception is the cell's own failure, recorded and kept (see kept)."""
+    return kept(fault_of(error), reproduced(error))

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ethosweep.runtime.errors import FAILURE_PREFIX, StageError, is_recorded
+from ethosweep.runtime.errors import FAILURE_PREFIX, Fault, StageError, Stopped, fault_of, kept, reproduced
 from ethosweep.runtime.provenance import tool_versions
 from ethosweep.runtime.supervise import Limits, run_supervised
 
@@ -30,7 +30,11 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 def execute(request: dict[str, Any]) -> dict[str, Any]:
     """Run a request's stage in a supervised child, its output in the job's log. Returns {"ok",
-    "reason", "recorded" (a failure of the job's inputs: ethosweep.runtime.outcome), "reproducer"}."""
+    "reason", "fault" (its cause's name, ethosweep.runtime.errors.Fault), "recorded" (the cell's own
+    failure, kept: ethosweep.runtime.outcome), "reproducer", "details"}.
+
+    This is where a failure is classed: by its cause (ethosweep.runtime.errors.kept). A crash of the
+    stage's process is run once more in a fresh one; only a crash that happens again is kept."""
     log_path = Path(request["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w", buffering=1) as log, _redirect_fds(log):
@@ -39,6 +43,13 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         limits = Limits.of(request.get("rule", ""), request.get("resources") or {})
         outcome = run_supervised(lambda: run_here(request), limits)
+        if _crash_to_retry(outcome):
+            print(f"ethosweep: {outcome['reason']}; running the stage once more in a fresh process", flush=True)
+            outcome = run_supervised(lambda: run_here(request), limits)
+            if _crash_to_retry(outcome):
+                outcome = {**outcome, "reproduced": True, "reason": f"{outcome['reason']} (again in a fresh process)"}
+        fault = Fault[outcome.get("fault") or Fault.TOOL.name]
+        recorded = not outcome["ok"] and kept(fault, bool(outcome.get("reproduced")))
         if outcome["ok"]:
             print(
                 f"ethosweep: done in {time.perf_counter() - started:.1f} s "
@@ -46,31 +57,40 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
                 flush=True,
             )
         else:
+            then = "recorded" if recorded else "the job fails; the next run retries it"
+            print(f"ethosweep: cause: {fault.value}; {then}", flush=True)
             print(f"{FAILURE_PREFIX}{outcome['reason']}", flush=True)
-    # a process that died (signal, wall-clock limit) reported nothing: never recorded, retried
     return {
         "ok": outcome["ok"],
         "reason": outcome["reason"],
-        "recorded": bool(outcome.get("recorded")),
+        "fault": None if outcome["ok"] else fault.name,
+        "recorded": recorded,
         "reproducer": outcome.get("reproducer"),
         "details": outcome.get("details") or {},
     }
 
 
+def _crash_to_retry(outcome: dict) -> bool:
+    return not outcome["ok"] and outcome.get("fault") == Fault.CRASH.name and not outcome.get("reproduced")
+
+
 def run_here(request: dict[str, Any]) -> dict[str, Any]:
-    """Run the request's steps in order in this process (the supervised child)."""
+    """Run the request's steps in order in this process (the supervised child). A step's exception
+    is reported with its cause (ethosweep.runtime.errors.fault_of), classed here where its chain is
+    whole; SystemExit too (code the stage ran called sys.exit: a failure like any other)."""
     _limit_threads(request.get("threads", 1))
     _configure_logging()
     for step in request["steps"]:
         try:
             resolve(step["ref"])(**step["kwargs"])
-        except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+        except (Exception, SystemExit, KeyboardInterrupt, Stopped) as error:  # noqa: BLE001 - reported alike
             if not isinstance(error, StageError):
                 traceback.print_exc()
             return {
                 "ok": False,
                 "reason": one_line(error),
-                "recorded": is_recorded(error),
+                "fault": fault_of(error).name,
+                "reproduced": reproduced(error),
                 "reproducer": getattr(error, "reproducer", None),
                 # what else the stage found out about it (a Vela refusal: the operators refused)
                 "details": getattr(error, "details", None) or {},
@@ -80,6 +100,10 @@ def run_here(request: dict[str, Any]) -> dict[str, Any]:
 
 def one_line(error: BaseException) -> str:
     """The first meaningful line of an error, prefixed by its type unless it is ours."""
+    if isinstance(error, SystemExit):
+        return f"the stage's code called sys.exit({error.code!r})"
+    if isinstance(error, (KeyboardInterrupt, Stopped)):
+        return f"interrupted ({type(error).__name__}{': ' + str(error) if str(error) else ''})"
     text = " ".join(str(error).split()) or type(error).__name__
     if len(text) > 400:
         text = text[:397] + "..."

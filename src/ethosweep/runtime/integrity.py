@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ethosweep.runtime.errors import TransientError
+from ethosweep.runtime.errors import Fault, StageError
 
 
-class DamagedArtifact(TransientError):
+class DamagedArtifact(StageError):
     """An input is not what its stage wrote: the workspace is damaged, not the cell; the job
     fails (nothing is recorded) until the file is rebuilt."""
+
+    fault = Fault.DAMAGED
 
 
 def verify(path: str | Path, expected_bytes: int, expected_sha256: str, written_by: str) -> bytes:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from ethosweep.runtime import activity
+from ethosweep.runtime.errors import Fault, Stopped
 from ethosweep.runtime.isolation import flush_standard_streams, signal_name
 
 # How long a stopped job gets to clean up (temporary files, atomic writes) before SIGKILL.
@@ -73,13 +74,27 @@ class Ending:
 
 
 def run_supervised(run: Callable[[], dict], limits: Limits) -> dict:
-    """`run()` in a forked child; its outcome {"ok", "reason", ...}, with `peak_rss_mib`."""
+    """`run()` in a forked child; its outcome {"ok", "reason", "fault", ...}, with `peak_rss_mib`.
+    A child that ended without reporting (or was stopped after it did) has the fault its ending
+    shows (fault_of_ending)."""
     ending = _run_in_child(run, limits)
-    outcome = dict(ending.outcome) if ending.outcome is not None else {"ok": False, "reason": describe(ending, limits)}
-    if ending.outcome is not None and (ending.signal_name or ending.timed_out):
-        outcome = {"ok": False, "reason": describe(ending, limits)}  # it reported, then was stopped
+    outcome = dict(ending.outcome) if ending.outcome is not None else None
+    if outcome is None or ending.signal_name or ending.timed_out:  # it reported, then was stopped
+        outcome = {"ok": False, "reason": describe(ending, limits), "fault": fault_of_ending(ending).name}
     outcome["peak_rss_mib"] = round(ending.peak_rss_mib, 1)
     return outcome
+
+
+def fault_of_ending(ending: Ending) -> Fault:
+    """What a child's death says of its cause: its wall-clock limit (time), SIGKILL (memory),
+    any other signal or an exit without a result (a crash, the input's only if it happens again)."""
+    if ending.timed_out:
+        return Fault.TIME
+    if ending.signal_name == "SIGKILL":
+        return Fault.MEMORY
+    if ending.signal_name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        return Fault.INTERRUPT
+    return Fault.CRASH
 
 
 def describe(ending: Ending, limits: Limits) -> str:
@@ -152,12 +167,13 @@ def _become_job(parent: int) -> None:
     if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(1)
     # SIGTERM (Snakemake stopping the job, the supervisor's limit) unwinds like an
-    # exception, so temporary files and half-written outputs are removed.
-    signal.signal(signal.SIGTERM, _raise_system_exit)
+    # exception, so temporary files and half-written outputs are removed; Stopped is neither an
+    # Exception nor SystemExit, so no stage takes it for a failure of its own (or of its model).
+    signal.signal(signal.SIGTERM, _raise_stopped)
 
 
-def _raise_system_exit(signum, frame):
-    raise SystemExit(128 + signum)
+def _raise_stopped(signum, frame):
+    raise Stopped(f"stopped by {signal_name(signum)}")
 
 
 def _watch(pid: int, channel: int, limits: Limits, oom_before: int | None) -> Ending:

@@ -12,7 +12,11 @@ version, an environment the workflow makes itself with uv from the package regis
 
 Made once: Snakemake keeps it for later runs, and uv's cache makes a new one take seconds.
 The cells of that version run its `vela` command as a separate process on the same TOSA
-partitions with the same flags (ethosweep.vela.compile). Torch-free.
+partitions with the same flags (ethosweep.vela.partitions). Torch-free.
+
+When it cannot be made, uv's words say why: a version the registry answers it does not have is
+that version's cells' outcome (recorded: every other cell goes on), a registry that cannot be
+reached is the machine's (the job fails and the next run retries it; ethosweep.runtime.errors).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import sys
 from pathlib import Path
 
 from ethosweep.runtime.activity import running
-from ethosweep.runtime.errors import StageError
+from ethosweep.runtime.errors import Fault, StageError, fault_in_output
 from ethosweep.runtime.io import write_json
 
 log = logging.getLogger(__name__)
@@ -47,18 +51,42 @@ def find_uv() -> str:
 
 
 def _uv(uv: str, *args: str, what: str, stdin: str | None = None) -> str:
-    """Run a uv command; its output goes to the job's log; a failure ends in uv's own words."""
+    """Run a uv command; its output goes to the job's log; a failure ends in uv's own words, with
+    its cause (uv_fault)."""
     proc = subprocess.run([uv, *args], capture_output=True, text=True, input=stdin)
     print(proc.stdout + proc.stderr, flush=True)
     if proc.returncode != 0:
-        raise StageError(f"{what}: {_uv_message(proc.stderr or proc.stdout)}")
+        said = proc.stderr or proc.stdout
+        raise StageError(f"{what}: {_uv_message(said)}", uv_fault(said))
     return proc.stdout
+
+
+# What uv says (0.9, 0.10) when the registry answers that it has no such release ...
+_NOT_IN_REGISTRY = re.compile(r"there is no version of|was not found in the package registry|no versions of")
+# ... and when the registry could not be asked at all.
+_UNREACHABLE = re.compile(
+    r"Failed to fetch|error sending request|Request failed after|dns error|Connection refused|timed out|"
+    r"Could not connect|Network is unreachable|failed to lookup address",
+    re.I,
+)
+
+
+def uv_fault(said: str) -> Fault:
+    """The cause of a uv failure: a version the registry does not have (the cells' own outcome), the
+    registry or network unreachable, the machine's disk or memory, else a failure on this input."""
+    if _UNREACHABLE.search(said):
+        return Fault.NETWORK
+    if _NOT_IN_REGISTRY.search(said):
+        return Fault.MISSING_VERSION
+    return fault_in_output(said) or Fault.TOOL
 
 
 def _uv_message(text: str) -> str:
     """uv's error in one line, without its box-drawing decorations."""
-    lines = [re.sub(r"^[\s×╰─▶│]+", "", line).strip() for line in text.splitlines()]
-    return " ".join(line for line in lines if line and not line.startswith("hint:"))[:400]
+    lines = [
+        re.sub(r"^(error|cause|Caused by):\s*", "", re.sub(r"^[\s×╰─▶│]+", "", line)) for line in text.splitlines()
+    ]
+    return "; ".join(line for line in lines if line and not line.startswith("hint:"))[:400]
 
 
 def create_environment(version: str, venv: str, lock: str, env_json: str, python: str | None = None) -> dict:
