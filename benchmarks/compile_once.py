@@ -214,7 +214,7 @@ def design_space(root: Path, cores: int, smoke: bool = False) -> bool:
 def different_from_vela_alone(work: Path, cells, out: Path) -> list[str]:
     """Cells whose partitions ethosweep's Vela job estimated otherwise than the same Vela with the same
     flags on the same TOSA, alone (none expected: the same compile, so the same figures)."""
-    from ethosweep.vela.compile import read_summary
+    from ethosweep.vela.partitions import read_summary
 
     problems = []
     for cell in cells:

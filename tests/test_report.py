@@ -12,7 +12,7 @@ import pytest
 from conftest import DOCS, REPO, typed
 from ethosweep.results import advice, report
 from ethosweep.results.report import pareto_front
-from ethosweep.vela.compile import read_per_layer, read_summary
+from ethosweep.vela.partitions import read_per_layer, read_summary
 
 DATA = Path(__file__).parent / "data" / "vela"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

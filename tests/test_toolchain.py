@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO, U55_CELL, job_stats, make_workdir, planned_jobs, snakemake, typed
 from ethosweep.compile.compile_spec import vela_flags
 from ethosweep.runtime.io import read_json
-from ethosweep.vela.compile import compile_partition, vela_error_message
+from ethosweep.vela.partitions import compile_partition, vela_error_message
 
 INSTALLED = importlib.metadata.version("ethos-u-vela")
 OTHER = "5.2.0"  # on the registry; reads the TOSA ExecuTorch 1.5.1 writes (docs/vela-versions.md)

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep.vela.compile import aggregate, mac_utilisation, read_per_layer, read_summary
+from ethosweep.vela.compile import aggregate, mac_utilisation
+from ethosweep.vela.partitions import read_per_layer, read_summary
 
 DATA = Path(__file__).parent / "data" / "vela"
 
@@ -68,7 +69,8 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     from ethosweep.compile.compile_spec import vela_flags
     from ethosweep.runtime.io import read_json
     from ethosweep.runtime.isolation import ToolFailed
-    from ethosweep.vela.compile import VelaFailure, compile_cell, compile_partition
+    from ethosweep.vela.compile import compile_cell
+    from ethosweep.vela.partitions import VelaFailure, compile_partition
     from ethosweep.verify.chain import export, lower, quantize, verify
 
     model = {"name": "residual", "file": "tests/models/residual_int16.py"}

@@ -78,6 +78,7 @@ class Location:
     complete: bool  # False when MAX_TRIES ran out first
     minimal_tosa: bytes | None = None  # the smallest part that still fails, for the reproducer
     seconds: float = 0.0  # what locating cost (set by the caller, who runs Vela)
+    compiled: int = 0  # how many of the tries compiled: none, and nothing was narrowed
 
     def as_dict(self) -> dict:
         return {"refused": [r.as_dict() for r in self.refused], **self.cost()}
@@ -187,15 +188,16 @@ def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_T
     """The units of the partition that `refuses` (Vela, with the cell's flags, on a TOSA graph:
     True when it fails) will not compile, by bisection (see the module docstring)."""
     grouped = units(tosa)
-    tries = 0
+    tries = compiled = 0
     smallest: list[list[int]] | None = None
 
     def fails(part: list[list[int]]) -> bool:
-        nonlocal tries, smallest
+        nonlocal tries, compiled, smallest
         tries += 1
         failed = refuses(part_of(tosa, {i for unit in part for i in unit}))
         if failed and (smallest is None or len(part) < len(smallest)):
             smallest = part
+        compiled += not failed
         return failed
 
     def refused(part: list[list[int]]) -> list[list[list[int]]]:
@@ -214,6 +216,7 @@ def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_T
         units=len(grouped),
         complete=tries < max_tries,
         minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}) if smallest else None,
+        compiled=compiled,
     )
 
 
