@@ -292,6 +292,12 @@ def cell_repro_folder(wildcards):
     return f"{COMPILED}/repro".format(**wildcards)
 
 
+def verify_repro_folder(wildcards):
+    """Where a crash of the TOSA reference model leaves its reproducer (not an output, for the same
+    reason as cell_repro_folder's)."""
+    return f"{VERIFY}/repro".format(**wildcards)
+
+
 def cell_tosa_profile(wildcards):
     """The cell's TOSA profile (u55: Ethos-U55 and -U65, u85: Ethos-U85)."""
     return ethosweep_targets.tosa_profile(wildcards.target)

@@ -29,13 +29,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
 from ethosweep.compile.artifacts import RANDOM, evaluation_set, load_edge, load_quantized, load_tensors
 from ethosweep.compile.datasets import load_splits
 from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import StageError, of_the_machine
 from ethosweep.runtime.integrity import verify as verify_artifact
 from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
 from ethosweep.runtime.outcome import failure_of
@@ -47,47 +47,11 @@ from ethosweep.verify.locate import (
     layer_sources,
     locate,
     operator_kind,
-    quiet_c_output,
 )
+from ethosweep.verify.reference import NpuInterpreter, flat, in_fork, npu_outputs
 from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 
 log = logging.getLogger(__name__)
-
-
-class NpuInterpreter(torch.fx.Interpreter):
-    """Runs a lowered graph with each delegate executed by the TOSA reference model.
-    `sample` names the input in the message if the reference model crashes."""
-
-    def __init__(self, module, sample: int | None = None):
-        super().__init__(module)
-        self.sample = sample
-        self.partitions = {
-            id(getattr(module, n.target)): i
-            for i, n in enumerate(
-                n for n in module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module")
-            )
-        }
-        self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
-
-    def call_function(self, target, args, kwargs):
-        if target is torch.ops.higher_order.executorch_call_delegate:
-            lowered, *inputs = args
-            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
-            on = f" on sample {self.sample}" if self.sample is not None else ""
-            with running("the TOSA reference model", f"running partition {self.partitions.get(id(lowered), '?')}{on}"):
-                return run_tosa(lowered.processed_bytes, inputs)
-        return super().call_function(target, args, kwargs)
-
-
-def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    import tosa_reference_model as reference
-
-    arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
-    with quiet_c_output():  # the library prints a version notice to stdout on every run
-        outputs, status = reference.run(tosa, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
-    if status != reference.GraphStatus.TOSA_VALID:
-        raise RuntimeError(f"the TOSA reference model rejected the partition: {status}")
-    return tuple(torch.from_numpy(np.ascontiguousarray(o)) for o in outputs)
 
 
 def tosa_partitions(graph_module) -> list[bytes]:
@@ -122,10 +86,6 @@ def output_tolerances(quant_module, thresholds: Thresholds) -> list[float]:
         else:
             allowed.append(thresholds.max_error_steps)
     return allowed
-
-
-def flat(outputs) -> list[torch.Tensor]:
-    return [t.detach().float() for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
 
 
 class LayerRecorder(torch.fx.Interpreter):
@@ -304,11 +264,16 @@ def verify_numerics(
     quantize_meta: str | None = None,
     delegation: str | None = None,
     same_as: dict | None = None,
+    repro: str | None = None,
+    max_random_samples: int = 400,
 ) -> dict:
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate).
     `same_as`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
-    delegation), taken where it verified the same thing (see profile_verified_alike)."""
+    delegation), taken where it verified the same thing (see profile_verified_alike). `repro`: where a
+    crash of the TOSA reference model leaves its reproducer (default: `repro/` beside the report).
+    `max_random_samples`: how many random inputs (a model without a dataset, or `dataset: random`) may
+    be drawn for every check to decide (ethosweep.verify.verdicts)."""
     started = time.perf_counter()
     alike = same_as and profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, same_as)
     if alike:
@@ -326,19 +291,27 @@ def verify_numerics(
     with torch.no_grad():
         values_per_sample = sum(t.numel() for t in flat(paths.float_module(*example_inputs)))
     count, why = random_samples_needed(random_samples, values_per_sample, is_classifier, thresholds)
-    samples, labels, described = evaluation_set(example_inputs, dataset, seed, evaluation_samples, count)
     loaded_in = time.perf_counter() - started
+    untrained = untrained_weights(paths.exported.state_dict)
+    has_data = RANDOM if dataset == RANDOM else dataset is not None
 
-    float_out, quant_out, npu_out = paths.run(samples)
-    metrics = compare(
-        float_out,
-        quant_out,
-        npu_out,
-        output_scales(paths.npu_module),
-        labels,
-        is_classifier,
-        output_tolerances(paths.quant_module, thresholds),
-    )
+    def judged(metrics: dict, location=None, worst=None):
+        return judge(metrics, location, thresholds, is_classifier, untrained, worst, has_data)
+
+    sampled = Sampled(paths, example_inputs, dataset, seed, evaluation_samples, repro or Path(report).parent / "repro")
+    sampled.draw(count)
+    scales, allowed = output_scales(paths.npu_module), output_tolerances(paths.quant_module, thresholds)
+    metrics = sampled.metrics(scales, is_classifier, allowed)
+    # where inputs are cheap (random), more of them until every check decides, up to the cap
+    while sampled.cheap and len(sampled.samples) < max_random_samples:
+        wanted = judged(dict(metrics)).more_samples
+        if not wanted:
+            break
+        sampled.draw(min(max_random_samples, max(2 * len(sampled.samples), wanted)))
+        metrics = sampled.metrics(scales, is_classifier, allowed)
+        why = f"{why}; drawn up to {len(sampled.samples)} for every check to decide (numerics.max_random_samples)"
+    samples, labels, described = sampled.samples, sampled.labels, sampled.described
+    float_out, quant_out, npu_out = sampled.outputs
     with torch.no_grad():
         layers = layer_report(paths.float_module, paths.quant_module, samples)
     worst = sorted(
@@ -348,20 +321,11 @@ def verify_numerics(
     location = None
     if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
         location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], read_json(tosa_sources))
-    untrained = untrained_weights(paths.exported.state_dict)
-    verdict = judge(
-        metrics,
-        location,
-        thresholds,
-        is_classifier,
-        untrained,
-        worst[0] if worst else None,
-        RANDOM if dataset == RANDOM else dataset is not None,
-    )
+    verdict = judged(metrics, location, worst[0] if worst else None)
     record = {
         "data": described,
         "samples": len(samples),
-        "sampling": why if dataset is None else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
+        "sampling": why if sampled.cheap else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
         "classifier": is_classifier,
         "classifier_evidence": _classifier_evidence(classifier, labels),
         "untrained_weights": untrained,
@@ -393,6 +357,29 @@ def verify_numerics(
     return record
 
 
+class Sampled:
+    """The evaluation samples and the three paths' outputs on them, drawn in order: a larger draw of
+    random inputs starts with the earlier one (one seeded generator), so only the new samples run."""
+
+    def __init__(self, paths, example_inputs, dataset, seed: int, evaluation_samples: int, repro):
+        self.paths, self.example_inputs, self.dataset, self.seed = paths, example_inputs, dataset, seed
+        self.evaluation_samples, self.repro = evaluation_samples, Path(repro)
+        self.cheap = dataset is None or dataset == RANDOM  # random inputs: more cost only their runs
+        self.samples, self.labels, self.described, self.outputs = [], None, "", ([], [], [])
+
+    def draw(self, count: int) -> None:
+        samples, self.labels, self.described = evaluation_set(
+            self.example_inputs, self.dataset, self.seed, self.evaluation_samples, count
+        )
+        new = samples[len(self.samples) :]
+        ran = self.paths.run(new, self.repro, first=len(self.samples))
+        self.outputs = tuple(done + more for done, more in zip(self.outputs, ran))
+        self.samples = samples
+
+    def metrics(self, scales, classifier: bool, allowed) -> dict:
+        return compare(*self.outputs, scales, self.labels, classifier, allowed)
+
+
 @dataclass
 class ThreePaths:
     """The model three ways: float (the exported program), quantized (PyTorch, quantize/dequantize
@@ -410,15 +397,14 @@ class ThreePaths:
         verify_artifact(edge, lowered["edge_bytes"], lowered["edge_sha256"], "the lower stage")
         return cls(exported, exported.module(), load_quantized(quantized).module(), load_edge(edge).module())
 
-    def run(self, samples: list[tuple]) -> tuple[list, list, list]:
-        """Each path's outputs on each sample (flattened tensors)."""
-        float_out, quant_out, npu_out = [], [], []
+    def run(self, samples: list[tuple], repro: Path, first: int = 0) -> tuple[list, list, list]:
+        """Each path's outputs on each sample (flattened tensors; `first`: the first one's index). The
+        NPU path's run in a fork (ethosweep.verify.reference): a crash of the reference model leaves
+        a reproducer in `repro`."""
         with torch.no_grad():
-            for index, sample in enumerate(samples):
-                float_out.append(flat(self.float_module(*sample)))
-                quant_out.append(flat(self.quant_module(*sample)))
-                npu_out.append(flat(NpuInterpreter(self.npu_module, sample=index).run(*sample)))
-        return float_out, quant_out, npu_out
+            float_out = [flat(self.float_module(*sample)) for sample in samples]
+            quant_out = [flat(self.quant_module(*sample)) for sample in samples]
+        return float_out, quant_out, npu_outputs(self.npu_module, samples, repro, first)
 
 
 def _classifier_evidence(classifier: bool | None, labels) -> str:
@@ -434,19 +420,25 @@ def _has_labels(dataset, example_inputs: tuple, seed: int) -> bool:
 
 
 def locate_on(npu_module, quant_module, sample: tuple, tensor_sources: list) -> dict:
-    """ethosweep.verify.locate for one sample: the delegates' inputs as the NPU path gives them."""
+    """ethosweep.verify.locate for one sample: the delegates' inputs as the NPU path gives them. It
+    runs the reference model on every partition's intermediates, so in a fork; whatever stops it is
+    said as its `problem` (a failed diagnosis must not hide the measurement), but the machine's faults."""
+    try:
+        with running("ethosweep's layer-by-layer comparison", "on the TOSA reference model"):
+            return in_fork(_locate, npu_module, quant_module, sample, tensor_sources)
+    except StageError as error:
+        if of_the_machine(error):
+            raise
+        log.warning("could not compare layer by layer: %s", error)
+        return {"layers": [], "unpaired": [], "problem": str(error)}
+
+
+def _locate(npu_module, quant_module, sample: tuple, tensor_sources: list) -> dict:
     interpreter = NpuInterpreter(npu_module)
     with torch.no_grad():
         interpreter.run(*sample)
-    try:
-        with torch.no_grad(), running("ethosweep's layer-by-layer comparison", "on the TOSA reference model"):
-            location = locate(
-                quant_module, sample, interpreter.delegate_calls, tensor_sources, cpu_operators(npu_module)
-            )
-            return location.as_dict()
-    except Exception as error:  # noqa: BLE001 - a failed diagnosis must not hide the measurement
-        log.warning("could not compare layer by layer: %s", error, exc_info=True)
-        return {"layers": [], "unpaired": [], "problem": f"{type(error).__name__}: {error}"}
+        location = locate(quant_module, sample, interpreter.delegate_calls, tensor_sources, cpu_operators(npu_module))
+    return location.as_dict()
 
 
 def cpu_operators(npu_module) -> frozenset[str]:
@@ -506,10 +498,15 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
         decidable = (top2[:, 0] - top2[:, 1]) >= step
         metrics["decidable_samples"] = int(decidable.sum())
         metrics["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
-        # where only one of the two paths agrees with float (ethosweep.verify.verdicts, McNemar)
-        metrics["top1_discordant"] = {
-            "quantized_only": int(((qp == fp) & (npp != fp) & decidable).sum()),
-            "npu_only": int(((npp == fp) & (qp != fp) & decidable).sum()),
+        metrics["agreement_decidable_count"] = int(((npp == fp) & decidable).sum())
+        # the decidable samples by which paths agree with float: the paired table the lowering
+        # check's interval is computed from (ethosweep.verify.verdicts)
+        npu_agrees, quantized_agrees = (npp == fp) & decidable, (qp == fp) & decidable
+        metrics["top1_pairs"] = {
+            "both": int((npu_agrees & quantized_agrees).sum()),
+            "npu_only": int((npu_agrees & ~quantized_agrees).sum()),
+            "quantized_only": int((quantized_agrees & ~npu_agrees).sum()),
+            "neither": int((decidable & ~npu_agrees & ~quantized_agrees).sum()),
         }
         if labels is not None:
             metrics["top1_float"] = float((fp == labels).float().mean())
@@ -538,6 +535,7 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
     all_npu = torch.cat([t.flatten() for o in npu_out for t in o])
     metrics["float_output_max_abs"] = float(all_float.abs().max())
     metrics.update(against_float(float_out, npu_out, scales))
+    metrics["against_float_sums"] = against_float_sums(float_out, npu_out, scales)
     metrics["snr_db_npu_vs_float"] = _finite(snr_db(all_float, all_npu))
     quantized = against_float(float_out, quant_out, scales)
     metrics["cosine_quantized_vs_float"] = quantized["cosine_npu_vs_float"]
@@ -560,19 +558,42 @@ def error_against_float(float_out, quant_out, npu_out, scales, allowed: list | N
             if index < len(scales) and scales[index]:
                 steps = allowed[index] if allowed and index < len(allowed) else 1.0
                 extra += f.numel() * (steps * scales[index]) ** 2
-    differences = torch.tensor([n - q for n, q in zip(npu, quantized)], dtype=torch.float64)
-    samples = len(differences)
-    error = float(differences.std(unbiased=True)) / math.sqrt(samples) if samples > 1 else math.inf
     decibels = lambda noise: None if noise == 0 else _finite(10 * math.log10(signal / noise)) if signal else None  # noqa: E731
     return {
-        "samples": samples,
+        "samples": len(npu),
         "npu": sum(npu),
         "quantized": sum(quantized),
         "allowed_extra": extra,
-        "standard_error": error,
         "snr_db_npu": decibels(sum(npu)),
         "snr_db_quantized": decibels(sum(quantized)),
+        # each sample's energies: the lowering check's interval is computed from them
+        "per_sample": {"npu": [_significant(v) for v in npu], "quantized": [_significant(v) for v in quantized]},
     }
+
+
+def _significant(value: float) -> float:
+    """Nine significant digits: enough for any interval, a smaller record."""
+    return float(f"{value:.9g}")
+
+
+def against_float_sums(float_out, npu_out, scales) -> dict:
+    """Per sample, the sums the cosine and the relative error against float are made of (against_float's
+    cleaned reference r, the NPU path's o): r.o, r.r, o.o, (o-r).(o-r); the accuracy check's bootstrap
+    intervals resample them (ethosweep.verify.intervals)."""
+    sums: dict[str, list[float]] = {"ref_out": [], "ref_ref": [], "out_out": [], "diff_diff": []}
+    for outputs_f, outputs_n in zip(float_out, npu_out):
+        totals = dict.fromkeys(sums, 0.0)
+        for index, (a, b) in enumerate(zip(outputs_f, outputs_n)):
+            step = scales[index] if index < len(scales) and scales[index] else 0.0
+            r = torch.where(a.abs() >= step, a, torch.zeros_like(a)).flatten().double()
+            o = b.flatten().double()
+            totals["ref_out"] += float(r @ o)
+            totals["ref_ref"] += float(r @ r)
+            totals["out_out"] += float(o @ o)
+            totals["diff_diff"] += float((o - r) @ (o - r))
+        for key, value in totals.items():
+            sums[key].append(_significant(value))
+    return sums
 
 
 def against_float(float_out, npu_out, scales) -> dict:

@@ -1,49 +1,53 @@
-"""The verdict on a model's numerics: ok, inconclusive (and why), or flagged (and where).
+"""The verdict on a model's numerics: measured effects with their 95 % intervals, judged against
+tolerances, as ok (shown within), flagged (shown beyond) or inconclusive (neither, and about how many
+samples would decide).
 
 The user's question is: *does deploying this model on the NPU lose accuracy that the quantized
-model does not already lose?* Two checks answer it, each only as far as the evidence goes.
+model does not already lose?* Two checks answer it, each only as far as the evidence goes. Each
+states the effect it measured and its interval (ethosweep.verify.intervals); "ok" only when the
+interval lies inside the tolerance (an equivalence test), never because no difference was found.
 
 1. **The lowering: is the NPU path worse against float than the quantized model?** The TOSA
    reference model (what the NPU computes) and the quantized model in PyTorch, both against the
-   float model, on the same samples (`npu_worse_than_quantized`):
-   - a classifier *by evidence* (labelled data, or `classifier: true`) by top-1 agreement with
-     float, on the samples whose float top-1 margin is at least one output step: the samples where
-     only the quantized model agrees with float against those where only the NPU does, with
-     McNemar's exact one-sided test at 5 % (sampling noise: with 500 samples, 5 flips one way and
-     none the other is measurable, one is not);
-   - any model (a classifier whose logits are too flat for top-1 too) by its error against float:
-     worse when the NPU's error energy exceeds the quantized model's by more than the quantized
-     model's own (3 dB of SNR: the NPU may add as much error as quantization already leaves) and
-     by more than ExecuTorch's output tolerance allows (its tests accept the NPU `qtol` steps from
-     the quantized reference at every output value), and the paired per-sample difference is
-     more than twice its standard error (sampling noise, ~98 % one-sided).
+   float model, on the same samples (`lowering_effects`):
+   - any model: the NPU path's error energy against float over the quantized model's (sums of
+     squared differences over every output value), in dB, with Fieller's interval over the
+     samples. Tolerance (`energy_tolerance_db`): 3 dB, the NPU may add as much error as
+     quantization already leaves, or more where ExecuTorch's output tolerance allows it (its Arm
+     tests accept the NPU `qtol` steps from the quantized reference at every output value);
+   - a classifier by evidence (labelled data, or `classifier: true`): top-1 agreement with float,
+     the NPU path's minus the quantized model's, on the samples whose float top-1 margin is at least
+     one output step, with Newcombe's interval for paired proportions. Tolerance: the NPU path may
+     lose at most 1 - min_agreement (1 point at 0.99) of agreement against the quantized model: the
+     whole budget the accuracy check allows against float, which no upstream test sets tighter
+     (ExecuTorch's Arm model tests compare outputs with atol, not top-1).
    Where the outputs differ at all, ethosweep.verify.locate compares layer by layer, in each
    layer's own steps, against the tolerance ExecuTorch's own Arm tests give its operator
    (`EXECUTORCH_INT16_QTOL`, `numerics.max_error_steps`). Then:
-   - output within its tolerance of the quantized model: ok;
    - a layer *grossly* off given the NPU's own inputs (`GROSS_FACTOR` times its tolerance and at
      least `GROSS_FLOOR_INT8_STEPS` int8 steps: a negated weight, a transposed layout) is
      flagged at that layer whatever the output shows;
-   - the NPU path measurably worse than the quantized model: flagged at the first layer beyond
-     its tolerance (or where the drift grows most), or, if that cannot be found, flagged saying so;
-   - not measurably worse: ok; a layer beyond its tolerance is named in a note (the compiler's
-     business, in the cell's record, not a verdict on the model);
+   - an effect shown beyond its tolerance: flagged at the first layer beyond its tolerance (or
+     where the drift grows most), or, if that cannot be found, flagged saying so;
+   - every effect shown within its tolerance: ok; a layer beyond its tolerance is named in a note
+     (the compiler's business, in the cell's record, not a verdict on the model);
+   - otherwise inconclusive, with about how many samples would decide;
    - nothing to compare (no output quantized): inconclusive, never ok.
 2. **The model against float: beyond ExecuTorch's model-level thresholds?**
-   - a classifier by evidence: top-1 agreement with float (`min_agreement`), counted on the
-     decidable samples above and judged only with enough of them that one flip cannot fail it,
-     n >= 1 / (1 - min_agreement) (100 for 0.99); a model without a dataset is evaluated on
-     3 / (1 - min_agreement) random inputs (300: if none disagrees, the 95 % upper bound on its
-     disagreement rate is 1 - min_agreement, the "rule of three");
+   - a classifier by evidence: top-1 agreement with float on the decidable samples, with Wilson's
+     interval, against `min_agreement` (0.99: shown within needs 381 samples that all agree);
    - any other model: cosine similarity and relative error (Frobenius norm) against float, with
-     ExecuTorch's thresholds for quantized models (TosaPipelineINT: cosine >= 0.9, relative error
-     <= 0.15) and its cleaning of the reference (float values below one output step count as 0,
-     an all-0 reference is not judged, nor the relative error of a reference at noise scale).
-   Beyond them it is flagged with the layer where the SNR against float drops most, if the model
-   was evaluated on real data. Without a dataset the model was calibrated on its example inputs
-   alone and evaluated on inputs calibration never saw: inconclusive, with the numbers. With
-   `dataset: random` (random weights, no real data: calibrated and evaluated on random inputs of
-   one distribution) the loss against float measures no accuracy: said in a note, not judged.
+     percentile-bootstrap intervals over the samples, against ExecuTorch's thresholds for
+     quantized models (TosaPipelineINT: cosine >= 0.9, relative error <= 0.15) and its cleaning of
+     the reference (float values below one output step count as 0, an all-0 reference is not
+     judged, nor the relative error of a reference at noise scale).
+   Shown beyond them on real data: flagged at the layer where the SNR against float drops most.
+   Without a dataset (calibrated on the example inputs alone): inconclusive, with the numbers. With
+   `dataset: random` the loss against float measures no accuracy: shown, "not judged", and left
+   out of the verdict.
+
+Where data are cheap (random inputs), the verify stage draws more samples until every check
+decides, up to `numerics.max_random_samples` (ethosweep.verify.numerics).
 
 Torch-free: it works on the metrics the verify stage measured.
 """
@@ -52,6 +56,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from ethosweep.verify.intervals import (
+    Z95,
+    Effect,
+    Interval,
+    bootstrap,
+    cosine_of,
+    decide,
+    paired_difference,
+    ratio_db,
+    relative_error_of,
+    wilson,
+    would_decide,
+)
 
 # ExecuTorch's Arm test pipeline's defaults (backends/arm/test/tester/test_pipeline.py: the
 # Ethos-U pipelines compare with qtol=1, atol=1e-3, rtol=1e-3; TosaPipelineINT's model checks).
@@ -90,10 +108,6 @@ EXECUTORCH_INT16_QTOL = {
 # transposed layout) are 10-64 steps and more.
 GROSS_FACTOR = 8
 GROSS_FLOOR_INT8_STEPS = 8
-# "Measurably" worse: McNemar's exact one-sided test for top-1, at 5 %; for the error against
-# float, a paired mean difference beyond twice its standard error (~98 % one-sided).
-SIGNIFICANCE = 0.05
-STANDARD_ERRORS = 2.0
 
 
 @dataclass(frozen=True)
@@ -111,24 +125,37 @@ class Thresholds:
         table = {**EXECUTORCH_INT16_QTOL, **(self.max_error_steps_int16 or {})}
         return table.get(kind.lstrip("_"), table["default"])
 
-    def samples_for_agreement(self) -> int:
-        """Decidable samples needed before top-1 agreement is judged: one flip must not fail it."""
-        return math.ceil(1 / (1 - self.min_agreement) - 1e-9) if self.min_agreement < 1 else 1_000_000
-
     def samples_to_draw(self) -> int:
-        """Random inputs for a classifier without data: zero flips then bound the rate (rule of three)."""
-        return math.ceil(3 / (1 - self.min_agreement) - 1e-9) if self.min_agreement < 1 else 1_000_000
+        """Random inputs for a classifier without data: enough that, if none disagrees, Wilson's interval
+        shows the agreement within min_agreement (n >= z^2 * min / (1 - min): 381 at 0.99)."""
+        if self.min_agreement >= 1:
+            return 1_000_000
+        return math.ceil(Z95**2 * self.min_agreement / (1 - self.min_agreement) - 1e-9)
+
+
+# The statuses a check can end in. "not judged": the check measured something that says nothing of
+# accuracy (float on random inputs): shown, never counted in the verdict.
+NOT_JUDGED = "not judged"
 
 
 @dataclass
 class Check:
     name: str  # "lowering" (NPU vs quantized model) or "accuracy" (against float)
-    verdict: str  # ok | inconclusive | flagged
+    verdict: str  # ok | inconclusive | flagged | not judged
     detail: str
     layer: str = ""  # where, for a flagged check
+    effects: list = field(default_factory=list)  # the measured effects (Effect.as_dict) behind it
+    more_samples: int | None = None  # inconclusive: about how many samples would decide it
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "verdict": self.verdict, "detail": self.detail, "layer": self.layer}
+        return {
+            "name": self.name,
+            "verdict": self.verdict,
+            "detail": self.detail,
+            "layer": self.layer,
+            "effects": self.effects,
+            **({"more_samples": self.more_samples} if self.more_samples else {}),
+        }
 
 
 @dataclass
@@ -137,18 +164,24 @@ class Verdict:
 
     @property
     def verdict(self) -> str:
-        verdicts = [c.verdict for c in self.checks]
+        verdicts = [c.verdict for c in self.checks if c.verdict != NOT_JUDGED]
         return "flagged" if "flagged" in verdicts else "inconclusive" if "inconclusive" in verdicts else "ok"
 
     @property
     def reason(self) -> str:
-        """Why it is not ok (or what an ok check notes), in one line."""
-        shown = [c for c in self.checks if c.verdict != "ok"] or [c for c in self.checks if c.detail.startswith("ok, ")]
+        """Why it is not ok, or for an ok verdict what was measured, in one line."""
+        shown = [c for c in self.checks if c.verdict in ("flagged", "inconclusive")] or self.checks
         return "; ".join(c.detail for c in shown)
 
     @property
     def layer(self) -> str:
         return next((c.layer for c in self.checks if c.verdict == "flagged" and c.layer), "")
+
+    @property
+    def more_samples(self) -> int | None:
+        """About how many samples would decide every inconclusive check (None: more would not help)."""
+        wanted = [c.more_samples for c in self.checks if c.verdict == "inconclusive"]
+        return max(wanted) if wanted and all(wanted) else None
 
     def as_dict(self) -> dict:
         return {
@@ -157,6 +190,83 @@ class Verdict:
             "layer": self.layer,
             "checks": [c.as_dict() for c in self.checks],
         }
+
+
+def lowering_effects(metrics: dict, classifier: bool, thresholds: Thresholds) -> list[Effect]:
+    """What the lowering check weighs: the NPU path's error energy against float relative to the
+    quantized model's (any model), and its top-1 agreement with float minus the quantized model's
+    (a classifier by evidence). See the module docstring for the tolerances."""
+    effects = []
+    energy = metrics.get("error_against_float") or {}
+    per_sample = energy.get("per_sample") or {}
+    npu, quantized, allowed = per_sample.get("npu"), per_sample.get("quantized"), energy.get("allowed_extra") or 0.0
+    if npu and not sum(npu) and not sum(quantized):
+        effects.append(
+            Effect(
+                "error energy against float on either path: ",
+                Interval(0.0, 0.0, 0.0, len(npu)),
+                0.0,
+                "above",
+                after=" (both exact)",
+            )
+        )
+    elif npu and sum(quantized) > 0:
+        effects.append(
+            Effect(
+                "the NPU path: ",
+                ratio_db(npu, quantized),
+                energy_tolerance_db(sum(quantized), allowed),
+                "above",
+                " dB",
+                " more error energy against float than the quantized model",
+            )
+        )
+    elif npu and allowed > 0:
+        # the quantized model is exact against float: the NPU path against what ExecuTorch's tolerance allows
+        effects.append(
+            Effect(
+                "the NPU path's error energy against float (the quantized model's is 0): ",
+                ratio_db(npu, [allowed / len(npu)] * len(npu)),
+                0.0,
+                "above",
+                " dB",
+                " of what ExecuTorch's output tolerance allows",
+            )
+        )
+    elif npu:  # an exact quantized model, and no quantized output to allow the NPU path anything
+        effects.append(
+            Effect(
+                "the NPU path's error energy against float: ",
+                Interval(sum(npu), sum(npu), sum(npu), len(npu)),
+                0.0,
+                "above",
+                after=" (the quantized model's is 0)",
+            )
+        )
+    pairs = metrics.get("top1_pairs")
+    if classifier and pairs and sum(pairs.values()):
+        effects.append(
+            Effect(
+                "the NPU path's top-1 agreement with float: ",
+                paired_difference(pairs["both"], pairs["npu_only"], pairs["quantized_only"], pairs["neither"]),
+                -(1 - thresholds.min_agreement),
+                "below",
+                " points",
+                " against the quantized model's",
+                scale=100,
+            )
+        )
+    return effects
+
+
+def energy_tolerance_db(quantized_energy: float, allowed_extra: float) -> float:
+    """How much more error energy against float the NPU path may have than the quantized model, in dB:
+    as much again as the quantized model's own (3 dB of SNR: the NPU may add as much error as
+    quantization already leaves), or the extra ExecuTorch's output tolerance allows where that is
+    more (its tests accept the NPU `qtol` steps from the quantized reference at every output value)."""
+    if quantized_energy <= 0:
+        return math.inf if allowed_extra > 0 else 0.0
+    return 10 * math.log10(1 + max(quantized_energy, allowed_extra) / quantized_energy)
 
 
 def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds, classifier: bool) -> Check:
@@ -175,14 +285,13 @@ def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds,
         if uncompared
         else ""
     )
+    effects = lowering_effects(metrics, classifier, thresholds)
+    decided, needed = decide(effects)
+    measured = "; ".join(e.text() for e in effects) or "no per-sample errors against float to compare"
+    recorded = [e.as_dict() for e in effects]
     allowed = metrics.get("output_steps_allowed") or thresholds.max_error_steps
-    if max_steps <= allowed:
-        return Check(
-            "lowering",
-            "ok",
-            f"NPU within {max_steps:g} output step(s) of the quantized model on {samples} samples{unseen}",
-        )
     off = f"the output is {max_steps:g} steps off the quantized model (> {allowed:g})"
+    within_steps = max_steps <= allowed
     located = bool(location and not location.get("problem") and location.get("layers"))
     paired = sorted(location["layers"], key=lambda layer: layer.get("order", 0)) if located else []
     unpaired = (location or {}).get("unpaired") or []
@@ -195,7 +304,6 @@ def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds,
     located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
     broken = next(iter(located_beyond), None)
     gross = next((layer for layer in located_beyond if _gross(layer, tolerance(layer))), None)
-    worse, evidence = npu_worse_than_quantized(metrics, classifier, thresholds)
     if gross is not None:
         return Check(
             "lowering",
@@ -203,92 +311,65 @@ def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds,
             f"layer {_layer_label(gross)} computes something else than the quantized model: {gross['own_steps']} "
             f"steps off given the same inputs, {gross['own_steps'] / tolerance(gross):.0f} times its tolerance of "
             f"{tolerance(gross):g}{_width(gross)} (far beyond rounding: flagged whatever the output shows); {off}; "
-            f"{evidence}; {counted}",
+            f"{measured}; {counted}",
             layer=gross["layer"],
+            effects=recorded,
         )
-    if worse == "worse":
+    if decided == "beyond":
+        lost = f"the NPU path loses accuracy the quantized model does not: {measured}"
         if broken is not None:
             before = [layer for layer in layers[: layers.index(broken)] if layer["partition"] == broken["partition"]]
             inputs = max((layer["accumulated_steps"] for layer in before), default=0)
             return Check(
                 "lowering",
                 "flagged",
-                f"the NPU path loses accuracy the quantized model does not: {evidence}; it starts at layer "
-                f"{_layer_label(broken)}, {broken['own_steps']} steps off given the same inputs (> "
-                f"{tolerance(broken):g}{_width(broken)}; the layers before it within {inputs}); {off}; {counted}"
-                + _int16_hint(broken, tolerance(broken)),
+                f"{lost}; it starts at layer {_layer_label(broken)}, {broken['own_steps']} steps off given the same "
+                f"inputs (> {tolerance(broken):g}{_width(broken)}; the layers before it within {inputs}); {off}; "
+                f"{counted}" + _int16_hint(broken, tolerance(broken)),
                 layer=broken["layer"],
+                effects=recorded,
             )
         if layers and not beyond and not unpaired:
             grows, growth = _fastest_drift(layers)
             return Check(
                 "lowering",
                 "flagged",
-                f"the NPU path loses accuracy the quantized model does not: {evidence}; every layer is within its "
-                f"tolerance on its own, and the drift grows most at layer {_layer_label(grows)} (+{growth} steps); "
-                f"{off}; {counted}",
+                f"{lost}; every layer is within its tolerance on its own, and the drift grows most at layer "
+                f"{_layer_label(grows)} (+{growth} steps); {off}; {counted}",
                 layer=grows["layer"],
+                effects=recorded,
             )
         return Check(
             "lowering",
             "flagged",
-            f"the NPU path loses accuracy the quantized model does not: {evidence}; {off}; the layer where it "
-            f"starts could not be found: {_not_found(location, beyond, unpaired)} ({counted})",
+            f"{lost}; {off}; the layer where it starts could not be found: {_not_found(location, beyond, unpaired)} "
+            f"({counted})",
+            effects=recorded,
         )
-    if worse == "unknown":
-        return Check(
-            "lowering",
-            "inconclusive",
-            f"{off}, and whether that costs accuracy could not be measured: {evidence}",
-        )
+    steps = (
+        f"the NPU path within {max_steps:g} output step(s) of the quantized model on {samples} samples"
+        if within_steps
+        else off
+    )
     note = ""
-    if beyond:
+    if beyond and not within_steps:
         more = f" (and {len(beyond) - 1} more)" if beyond[1:] else ""
         note = f"; note: {_layer_note(beyond[0], tolerance(beyond[0]))}{more}"
+    if decided == "within" and effects:
+        return Check(
+            "lowering", "ok", f"ok, shown within tolerance: {measured}; {steps}{note}{unseen}", effects=recorded
+        )
+    if not effects and within_steps:
+        # nothing to weigh against float (no per-sample errors): the outputs' own steps are all there is
+        return Check("lowering", "inconclusive", f"{steps}, but no per-sample error against float was measured{unseen}")
     return Check(
         "lowering",
-        "ok",
-        f"ok, the NPU path is as close to float as the quantized model ({evidence}), though {off}{note}{unseen}",
+        "inconclusive",
+        f"whether the NPU path loses accuracy the quantized model does not is not shown either way: {measured}; "
+        f"{would_decide(needed)}; {steps}{note}{unseen}",
+        effects=recorded,
+        more_samples=needed,
     )
-
-
-def npu_worse_than_quantized(metrics: dict, classifier: bool, thresholds: Thresholds) -> tuple[str, str]:
-    """Whether the NPU path is measurably worse against float than the quantized model: ('worse' |
-    'not worse' | 'unknown', the evidence in one line). See the module docstring for the tests."""
-    flips = metrics.get("top1_discordant")
-    if classifier and flips and (metrics.get("decidable_samples") or 0) >= thresholds.samples_for_agreement():
-        only_quantized, only_npu = flips["quantized_only"], flips["npu_only"]
-        p = mcnemar_one_sided(only_quantized, only_npu)
-        said = (
-            f"top-1 agrees with float on {only_quantized} decidable sample(s) where only the quantized model does, "
-            f"and {only_npu} where only the NPU does (of {metrics['decidable_samples']}; McNemar p = {p:.2g})"
-        )
-        return ("worse" if p < SIGNIFICANCE else "not worse"), said
-    energy = metrics.get("error_against_float")
-    if not energy or energy.get("samples", 0) < 2:
-        return "unknown", "no per-sample errors against float to compare"
-    npu, quantized, allowed = energy["npu"], energy["quantized"], energy["allowed_extra"]
-    extra = npu - quantized
-    material = extra > max(quantized, allowed)
-    measurable = extra > 0 and extra / energy["samples"] > STANDARD_ERRORS * energy["standard_error"]
-    said = (
-        f"error against float: SNR {_db(energy['snr_db_npu'])} on the NPU path, {_db(energy['snr_db_quantized'])} for "
-        f"the quantized model, on {energy['samples']} samples"
-    )
-    return ("worse" if material and measurable else "not worse"), said
-
-
-def mcnemar_one_sided(only_first: int, only_second: int) -> float:
-    """The exact one-sided p-value that the first is right more often than the second by chance:
-    P(X >= only_first) for X ~ Binomial(only_first + only_second, 1/2)."""
-    n = only_first + only_second
-    if n == 0:
-        return 1.0
-    return sum(math.comb(n, k) for k in range(only_first, n + 1)) / 2**n
-
-
-def _db(value) -> str:
-    return "exact" if value is None else f"{value:.1f} dB"
 
 
 def _gross(layer: dict, allowed: float) -> bool:
@@ -369,6 +450,27 @@ def _unpaired_summary(unpaired: list[dict]) -> str:
     return "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
 
 
+def accuracy_effects(metrics: dict, thresholds: Thresholds, classifier: bool) -> list[Effect]:
+    """What the accuracy check weighs: top-1 agreement with float (a classifier by evidence, on the
+    decidable samples), else the cosine and the relative error of the NPU path against float."""
+    if classifier:
+        agreed, decided = metrics.get("agreement_decidable_count"), metrics.get("decidable_samples") or 0
+        if agreed is None or not decided:
+            return []
+        interval = wilson(agreed, decided)
+        return [Effect("top-1 agreement with float ", interval, thresholds.min_agreement, "below", decimals=3)]
+    sums = metrics.get("against_float_sums")
+    if not sums or not sum(sums.get("ref_ref") or []):
+        return []
+    effects = [Effect("cosine with float ", bootstrap(cosine_of, sums), thresholds.min_cosine, "below", decimals=4)]
+    if metrics.get("relative_error_npu_vs_float") is not None:  # not at noise scale (see against_float)
+        interval = bootstrap(relative_error_of, sums)
+        effects.append(
+            Effect("relative error against float ", interval, thresholds.max_relative_error, "above", decimals=3)
+        )
+    return effects
+
+
 def accuracy_check(
     metrics: dict,
     thresholds: Thresholds,
@@ -380,64 +482,54 @@ def accuracy_check(
     """The NPU path against float, judged as far as the evidence goes (see the module docstring).
     `has_data`: real data (True), none (False), or "random" (`dataset: random`)."""
     where = _worst(worst_layer)
-    if classifier:
-        decided, samples = metrics.get("decidable_samples") or 0, metrics.get("samples") or 0
-        needed = thresholds.samples_for_agreement()
-        if decided < needed:
-            flat = f"{decided} of {samples} samples have a float top-1 margin of at least one output step"
-            why = (
-                "logits too flat for top-1 to mean anything"
-                if decided < samples / 2
-                else "too few samples for the threshold to be reachable"
-            )
-            untrained = f"; {weights_untrained}" if weights_untrained else ""
-            return Check(
-                "accuracy",
-                "inconclusive",
-                f"top-1 agreement not judged: {why} ({flat}; {needed} are needed to judge "
-                f"{thresholds.min_agreement:g}{untrained})",
-            )
-        agreement = metrics["agreement_decidable"]
-        if agreement >= thresholds.min_agreement:
-            return Check("accuracy", "ok", f"top-1 agreement with float {agreement:.3f} on {decided} samples")
-        detail = f"top-1 agreement with float {agreement:.3f} < {thresholds.min_agreement:g} on {decided} samples" + (
-            f"; {where}" if where else ""
-        )
-        return _judged(detail, weights_untrained, has_data, worst_layer)
-    if metrics.get("reference_all_zero"):
+    untrained = f"; {weights_untrained}" if weights_untrained else ""
+    if not classifier and metrics.get("reference_all_zero"):
         return Check(
             "accuracy",
             "inconclusive",
             f"the float outputs are all below one output step (at most {metrics['float_output_max_abs']:.2g}): "
-            "nothing to compare against" + (f"; {weights_untrained}" if weights_untrained else ""),
+            f"nothing to compare against{untrained}",
         )
-    cosine, relative = metrics.get("cosine_npu_vs_float"), metrics.get("relative_error_npu_vs_float")
-    failures = []
-    if cosine is not None and cosine < thresholds.min_cosine:
-        failures.append(f"cosine with float {cosine:.3f} < {thresholds.min_cosine:g}")
-    if relative is not None and relative > thresholds.max_relative_error:
-        failures.append(f"relative error against float {relative:.3f} > {thresholds.max_relative_error:g}")
-    if not failures:
-        shown = f"cosine with float {cosine:.4f}" + (
-            f", relative error {relative:.3f}"
-            if relative is not None
-            else " (relative error not judged: float outputs at noise scale)"
-        )
-        return Check("accuracy", "ok", shown)
-    return _judged("; ".join(failures) + (f"; {where}" if where else ""), weights_untrained, has_data, worst_layer)
-
-
-def _judged(detail: str, weights_untrained: str, has_data: bool | str, worst_layer: dict | None) -> Check:
+    effects = accuracy_effects(metrics, thresholds, classifier)
+    decided, needed = decide(effects)
+    measured = "; ".join(e.text() for e in effects)
+    recorded = [e.as_dict() for e in effects]
+    if classifier and not effects:
+        return Check("accuracy", "inconclusive", f"top-1 agreement not measured: no decidable samples{untrained}")
     if has_data == "random":
         # calibrated and evaluated on random inputs of one distribution (`dataset: random`): a model
         # with random weights, or without real data; its loss against float on such inputs measures
         # no accuracy, so it is said, not judged (the lowering check answers for the NPU)
         return Check(
             "accuracy",
-            "ok",
-            f"ok, not judged against float: on random inputs (dataset: random) the loss against float measures "
-            f"no accuracy ({detail})",
+            NOT_JUDGED,
+            f"not judged against float: on random inputs (dataset: random) the loss against float measures no "
+            f"accuracy ({measured}{'; ' + where if where and decided != 'within' else ''})",
+            effects=recorded,
         )
+    if decided == "within":
+        return Check("accuracy", "ok", f"shown within tolerance: {measured}", effects=recorded)
+    if decided == "beyond":
+        return _judged(f"{measured}{'; ' + where if where else ''}", weights_untrained, has_data, worst_layer, recorded)
+    flat = ""
+    if classifier and (metrics.get("decidable_samples") or 0) < (metrics.get("samples") or 0) / 2:
+        flat = (
+            f"; logits too flat for top-1 to mean much ({metrics.get('decidable_samples')} of {metrics.get('samples')} "
+            "samples have a float top-1 margin of at least one output step)"
+        )
+    return Check(
+        "accuracy",
+        "inconclusive",
+        f"not shown either way: {measured}; {would_decide(needed)}{flat}{untrained}",
+        effects=recorded,
+        more_samples=needed,
+    )
+
+
+def _judged(
+    detail: str, weights_untrained: str, has_data: bool | str, worst_layer: dict | None, effects: list
+) -> Check:
+    """A check shown beyond its tolerance: flagged where real data show it, at the layer that loses most."""
     if not has_data:
         untrained = f"; and {weights_untrained}" if weights_untrained else ""
         return Check(
@@ -445,10 +537,11 @@ def _judged(detail: str, weights_untrained: str, has_data: bool | str, worst_lay
             "inconclusive",
             f"{detail}; but without a dataset the model was calibrated on its example inputs alone and "
             f"evaluated on random inputs{untrained}: give it a `dataset` to judge its accuracy",
+            effects=effects,
         )
     if not worst_layer:
-        return Check("accuracy", "inconclusive", f"{detail}; no layer could be named")
-    return Check("accuracy", "flagged", detail, layer=worst_layer["layer"])
+        return Check("accuracy", "inconclusive", f"{detail}; no layer could be named", effects=effects)
+    return Check("accuracy", "flagged", detail, layer=worst_layer["layer"], effects=effects)
 
 
 def _worst(worst_layer: dict | None) -> str:
@@ -488,14 +581,15 @@ def random_samples_needed(
 ) -> tuple[int, str]:
     """How many random inputs a model without a dataset is evaluated on, and why.
 
-    A classifier needs enough for top-1 agreement to be judged (see Thresholds.samples_for_agreement).
+    A classifier needs enough for top-1 agreement to be shown within min_agreement (see
+    Thresholds.samples_to_draw).
     Otherwise the cosine and the relative error are computed over every output value of every
     sample: with N values, the relative error's own relative standard error is about 1/sqrt(2N),
     so 400 values keep it within ~3.5 %.
     """
     if classifier:
         needed = thresholds.samples_to_draw()
-        why = f"{needed} for top-1 agreement to be judged against {thresholds.min_agreement:g} (rule of three)"
+        why = f"{needed} for top-1 agreement to be shown within {thresholds.min_agreement:g} (Wilson's interval)"
     else:
         needed = math.ceil(400 / max(1, values_per_sample))
         why = f"{needed} for 400 output values ({values_per_sample} per sample) behind the cosine and relative error"

@@ -1,0 +1,182 @@
+"""The NPU path on the TOSA reference model, in a fork, and what reproduces a crash of it.
+
+The lowered graph runs in PyTorch with each delegated partition executed by the TOSA reference
+model (tosa-tools' `tosa_reference_model`, the functional specification of what the NPU
+computes). The reference model is native code: a crash in it would end the verify job's own
+process, and with it every run's summary. So the NPU path runs in a forked child
+(ethosweep.runtime.isolation), tried once more in a fresh one if it crashes; a crash that happens
+again is the model's: its verification fails, recorded (its cells stay compiled, their numerics
+`unverified`, saying why), with a reproducer: the partition's TOSA, the inputs the NPU path gave it
+on that sample, and the command that runs them on the reference model outside the sweep.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from ethosweep.runtime.activity import running
+from ethosweep.runtime.errors import Fault, StageError
+from ethosweep.runtime.isolation import ToolCrashed, call_in_child
+
+TOOL = "the TOSA reference model"
+
+
+def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    import tosa_reference_model as reference
+
+    from ethosweep.verify.locate import quiet_c_output
+
+    arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
+    with quiet_c_output():  # the library prints a version notice to stdout on every run
+        outputs, status = reference.run(tosa, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
+    if status != reference.GraphStatus.TOSA_VALID:
+        raise RuntimeError(f"the TOSA reference model rejected the partition: {status}")
+    return tuple(torch.from_numpy(np.ascontiguousarray(o)) for o in outputs)
+
+
+class _Reached(Exception):
+    """NpuInterpreter reached the delegate call it was asked to stop at: its inputs."""
+
+    def __init__(self, inputs: list[torch.Tensor]):
+        super().__init__("reached")
+        self.inputs = inputs
+
+
+class NpuInterpreter(torch.fx.Interpreter):
+    """Runs a lowered graph with each delegate executed by the TOSA reference model. `sample` names
+    the input in its activity marks (what a crash's message says); `stop_at`: the partition whose
+    inputs to capture instead of running it (raises _Reached)."""
+
+    def __init__(self, module, sample: int | None = None, stop_at: int | None = None):
+        super().__init__(module)
+        self.sample = sample
+        self.stop_at = stop_at
+        self.partitions = {
+            id(getattr(module, n.target)): i
+            for i, n in enumerate(
+                n for n in module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module")
+            )
+        }
+        self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.higher_order.executorch_call_delegate:
+            lowered, *inputs = args
+            partition = self.partitions.get(id(lowered), "?")
+            if partition == self.stop_at:
+                raise _Reached([t.clone() for t in inputs])
+            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
+            on = f" on sample {self.sample}" if self.sample is not None else ""
+            with running(TOOL, f"running partition {partition}{on}"):
+                return run_tosa(lowered.processed_bytes, inputs)
+        return super().call_function(target, args, kwargs)
+
+
+def flat(outputs) -> list[torch.Tensor]:
+    return [t.detach().float() for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+
+
+def npu_outputs(npu_module, samples: list[tuple], repro: Path, first: int = 0) -> list[list[torch.Tensor]]:
+    """The NPU path's outputs on each sample (flattened tensors; `first`: the first one's index in the
+    evaluation set), run in a fork (see the module docstring); a crash that happens again raises the
+    recorded failure, with its reproducer in `repro`."""
+    if not samples:
+        return []
+    try:
+        return call_in_child(_npu_outputs, npu_module, samples, first, what=TOOL)
+    except ToolCrashed as crash:
+        raise crash_failure(crash, npu_module, samples, first, repro) from crash
+
+
+def _npu_outputs(npu_module, samples: list[tuple], first: int) -> list[list[torch.Tensor]]:
+    with torch.no_grad():
+        return [
+            flat(NpuInterpreter(npu_module, sample=i).run(*sample)) for i, sample in enumerate(samples, start=first)
+        ]
+
+
+def in_fork(function, *args):
+    """`function(*args)` (something that runs the reference model: the layer-by-layer comparison)
+    in a fork; a crash or an error comes back as a StageError naming it."""
+    return call_in_child(function, *args, what=TOOL)
+
+
+# ---- when it crashes ---------------------------------------------------------------------------
+
+
+def crash_failure(crash: ToolCrashed, npu_module, samples: list[tuple], first: int, repro: Path) -> StageError:
+    """The verification's failure for a crash of the reference model: SIGKILL is the machine's
+    (memory: retried); any other crash, once it happened again, is the model's, with a reproducer."""
+    if crash.fault is not Fault.CRASH or not crash.reproduced:
+        return crash
+    partition, sample = _where(crash.doing)
+    reproducer = ""
+    if partition is not None and sample is not None:
+        try:
+            reproducer = write_reproducer(repro, npu_module, samples[sample - first], partition, str(crash))
+        except Exception as error:  # noqa: BLE001 - the crash is the failure; the reproducer is a help
+            reproducer = f"(no reproducer: {type(error).__name__}: {error})"
+    failure = StageError(f"{crash}, twice in fresh processes", Fault.CRASH)
+    failure.reproduced = True
+    failure.reproducer = reproducer
+    return failure
+
+
+def _where(doing: tuple | None) -> tuple[int | None, int | None]:
+    """(partition, sample) from the mark 'running partition 1 on sample 3'."""
+    import re
+
+    found = re.search(r"partition (\d+) on sample (\d+)", (doing or ("", ""))[1] or "")
+    return (int(found.group(1)), int(found.group(2))) if found else (None, None)
+
+
+def write_reproducer(folder: Path, npu_module, sample: tuple, partition: int, reason: str) -> str:
+    """The partition's TOSA, the inputs the NPU path gives it on `sample` (the partitions before it
+    run on the reference model in a fork: they did not crash), and a script that runs them."""
+    inputs = call_in_child(_inputs_of, npu_module, sample, partition, what="capturing the crashing partition's inputs")
+    tosa = next(
+        getattr(npu_module, n.target).processed_bytes
+        for i, n in enumerate(
+            n for n in npu_module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module")
+        )
+        if i == partition
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / f"partition_{partition}.tosa").write_bytes(tosa)
+    names = []
+    for index, tensor in enumerate(inputs):
+        names.append(f"input_{index}.npy")
+        np.save(folder / names[-1], np.ascontiguousarray(tensor.detach().numpy()))
+    script = (
+        "import numpy as np, tosa_reference_model as r\n"
+        f"tosa = open('partition_{partition}.tosa', 'rb').read()\n"
+        f"inputs = [np.load(n) for n in {names!r}]\n"
+        "outputs, status = r.run(tosa, inputs, verbosity='NONE', initialize_variable_tensor_from_numpy=True)\n"
+        "print(status)\n"
+    )
+    (folder / "run.py").write_text(script)
+    (folder / "README.txt").write_text(
+        f"The TOSA reference model crashed on this partition: {reason}\n\n"
+        "Reproduce it outside ethosweep, from the folder the sweep ran in:\n\n"
+        f"    cd {shlex.quote(str(folder))} && uv run python run.py\n\n"
+        f"Files: partition_{partition}.tosa (the partition's TOSA), {', '.join(names)} (the inputs the NPU path "
+        "gave it), run.py (runs them with tosa-tools' tosa_reference_model).\n"
+        "Report it to the TOSA tools' maintainers: https://gitlab.arm.com/tosa/tosa-reference-model/-/issues\n"
+    )
+    return f"{folder}/"
+
+
+def _inputs_of(npu_module, sample: tuple, partition: int) -> list[torch.Tensor]:
+    try:
+        with torch.no_grad():
+            NpuInterpreter(npu_module, stop_at=partition).run(*sample)
+    except _Reached as reached:
+        return reached.inputs
+    raise StageError(f"partition {partition} was not reached")
