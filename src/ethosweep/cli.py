@@ -18,6 +18,7 @@ them (a recorded failure is otherwise kept until something it depends on changes
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -148,12 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     sdk_parser = commands.add_parser("check-sdk", help="what the firmware and FVP stages find, and how to get the rest")
     sdk_parser.add_argument("config", nargs="?", default="config/config.yaml", help="the workflow's config")
     failed_parser = commands.add_parser("failed", help="the outputs of the failed jobs the cells record, to --forcerun")
-    failed_parser.add_argument("summary", nargs="?", default="results/summary.csv", help="the run's summary")
+    failed_parser.add_argument(
+        "summary", nargs="*", help="the run's summaries (default: results/summary.csv and results/cpu/summary.csv)"
+    )
     args = parser.parse_args(argv)
     if args.command == "check-sdk":
         return check_sdk(args.config)
     if args.command == "failed":
-        print("\n".join(failed_outputs(read_summary_csv(args.summary))))
+        summaries = args.summary or [p for p in DEFAULT_SUMMARIES if os.path.exists(p)]
+        print("\n".join(failed_outputs([row for path in summaries for row in read_summary_csv(path)])))
         return 0
     if args.b is None:
         print("\n".join(compare_vela_versions(args.a)))
@@ -174,9 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+DEFAULT_SUMMARIES = ("results/summary.csv", "results/cpu/summary.csv")
+
+
 def failed_outputs(rows: list[dict]) -> list[str]:
-    """The output of each failed job the summary's cells record, once each, in order."""
-    return list(dict.fromkeys(r["failed_output"] for r in rows if r.get("failed_output")))
+    """The output of each failed job the summaries' rows record, once each, in order: the job that
+    stopped a cell (failed_output) and the later ones whose failure a compiled cell carries
+    (recorded_failures: verification, the runner, the FVP or QEMU run)."""
+    outputs = []
+    for row in rows:
+        outputs.append(row.get("failed_output") or "")
+        outputs.extend((row.get("recorded_failures") or "").split("; "))
+    return list(dict.fromkeys(o for o in outputs if o))
 
 
 def check_sdk(config_path: str) -> int:

@@ -36,6 +36,8 @@ COLUMNS = (
     "method_allocator_used_kib",
     "run_input",
     "calibrated_on",
+    # the outputs of the jobs whose recorded failure this row carries (`ethosweep failed` lists them)
+    "recorded_failures",
     *VERSION_COLUMNS,
 )
 
@@ -48,7 +50,13 @@ def cpu_row(
     (ethosweep.runtime.outcome) in place of an output makes the cell failed, naming it."""
     failed = failure_of(lower_meta)
     if failed is not None:
-        return {**{c: "" for c in COLUMNS}, **cell, "status": "failed", "reason": describe(failed)}
+        return {
+            **{c: "" for c in COLUMNS},
+            **cell,
+            "status": "failed",
+            "reason": describe(failed),
+            "recorded_failures": failed.get("output", ""),
+        }
     lower = read_json(lower_meta)
     versions = lower.get("versions", {})
     row = {
@@ -68,6 +76,8 @@ def cpu_row(
     later = first_failure(p for p in (firmware, qemu) if p)
     if later is not None:
         row.update(status="failed", reason=describe(later))
+    records = (failure_of(p) for p in (firmware, qemu) if p)
+    row["recorded_failures"] = "; ".join(dict.fromkeys(r["output"] for r in records if r and r.get("output")))
     return {column: row.get(column, "") for column in COLUMNS}
 
 

@@ -36,6 +36,7 @@ from ethosweep.results.table import (
     read_summary_csv,
     unique_cells,
 )
+from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
 from ethosweep.runtime.provenance import tool_versions
@@ -947,7 +948,17 @@ def _numerics_heading(rows: list[dict], numerics: dict) -> str:
 
 def _strip_xml_header(svg: str) -> str:
     start = svg.find("<svg")
-    return svg[start:] if start >= 0 else svg
+    if start < 0:  # a failure record, or anything else that is not a plot, is never shown as one
+        raise StageError(f"not an SVG plot: {svg[:80]!r}")
+    return svg[start:]
+
+
+def read_plot(path: str) -> str:
+    """A plot the report embeds; a failure record in its place fails the report (an aggregate's
+    inputs are made by aggregates, which fail as jobs: such a record is never content)."""
+    if failure_of(path) is not None:
+        raise StageError(f"{path} holds a failure record, not a plot: {describe(failure_of(path))}")
+    return Path(path).read_text()
 
 
 def write_index(
@@ -971,7 +982,7 @@ def write_index(
         (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
     )
     cpu_rows = read_summary_csv(cpu_summary) if cpu_summary else []
-    svgs = {name: Path(path).read_text() for name, path in plots.items()}
+    svgs = {name: read_plot(path) for name, path in plots.items()}
     pairs = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
     atomic_write_text(
         index,

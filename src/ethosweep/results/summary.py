@@ -90,6 +90,9 @@ COLUMNS = KEY_COLUMNS + [
     "reproducer",
     # a failed cell: the output of the job that failed (`--forcerun` it to retry)
     "failed_output",
+    # a cell that compiled: the outputs of its later jobs whose failure was recorded (verification,
+    # the runner, the FVP run), '; '-separated (`ethosweep failed` lists them with failed_output)
+    "recorded_failures",
     "header",
     "pte",
     "optimise",
@@ -467,6 +470,12 @@ def npu_runner_columns(firmware: str | None, state: str) -> dict:
     }
 
 
+def recorded_outputs(*paths: str | None) -> list[str]:
+    """The outputs of the failed jobs whose records are among `paths` (None: a stage that did not run)."""
+    records = (failure_of(path) for path in paths if path)
+    return list(dict.fromkeys(record["output"] for record in records if record and record.get("output")))
+
+
 def summarize(
     cells: list[dict],
     compile_meta: list[str],
@@ -496,13 +505,12 @@ def summarize(
         if record is not None:
             rows += failed_rows(cell, record)
             continue
-        extra = {}
+        extra, run, linked = {}, fvp_run.get(cell_id(cell)), (npu_runner or {}).get(cell_id(cell))
         if plan is not None:
-            run = fvp_run.get(cell_id(cell))
             extra = firmware_columns(read_json(plan), run)
         if state is not None:
-            linked = (npu_runner or {}).get(cell_id(cell))
             extra.update(npu_runner_columns(linked, state))
+        extra["recorded_failures"] = "; ".join(recorded_outputs(paths[5], run, linked))
         rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
     write_summary(rows, summary)
     return rows
