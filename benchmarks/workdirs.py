@@ -4,10 +4,12 @@ cache warmed for whichever side runs first."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,21 +51,31 @@ def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = Fal
     """The whole workflow (`all`), quietly, with `source`'s library first on the path; a failed run
     ends the benchmark with the end of its log. `cold`: no warm worker left by an earlier run (a
     worker outlives its run by its idle timeout): a cold run pays for starting one."""
-    if cold:
-        stop_warm_workers()
     env = {**os.environ, "PYTHONPATH": str(source / "src")}
     command = snakemake_command(workdir, cores, "--quiet", "all", source=source, via_uv=via_uv)
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    with own_workers(cold) as workers:
+        proc = subprocess.run(command, env={**env, **workers}, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-4000:]}")
 
 
-def stop_warm_workers() -> None:
-    """Ask every warm worker of this user (any checkout's) to exit (ethosweep.runtime.worker)."""
+@contextlib.contextmanager
+def own_workers(cold: bool = True):
+    """The environment of a cold run: warm workers of its own (ethosweep.runtime.worker), in a new
+    socket folder where no earlier run left one, stopped when it is done. Never another run's
+    worker: a sweep running beside the benchmark keeps its own. `cold` False: the user's folder."""
+    if not cold:
+        yield {}
+        return
     from ethosweep.runtime import worker
 
-    worker.shutdown_all()
-    time.sleep(0.5)  # let each release its lock before a new one starts
+    folder = Path(tempfile.mkdtemp(prefix="esw-bench-", dir="/tmp"))  # short: socket paths are limited
+    try:
+        yield {worker.WORKER_DIR: str(folder)}
+    finally:
+        worker.shutdown_all(folder)
+        time.sleep(0.5)  # let each release its lock
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def timed(name: str, func, width: int = 58) -> float:

@@ -63,7 +63,7 @@ from peer import (  # noqa: E402
     undelegated_by_peer,
     write_peer_models,
 )
-from workdirs import snakemake_command, stop_warm_workers, timed, warm_page_cache  # noqa: E402
+from workdirs import own_workers, snakemake_command, timed, warm_page_cache  # noqa: E402
 
 SMOKE_REFUSED = {"name": "residual", "file": "tests/models/residual_int16.py"}
 
@@ -210,8 +210,11 @@ def run_sweep(name: str, work: Path, cores: int) -> tuple[subprocess.CompletedPr
     """`snakemake --cores N --configfile config/zoo.yaml` in `work`, timed under `name`."""
     command = snakemake_command(work, cores, "--configfile", str(work / "config" / "zoo.yaml"), "--quiet", "all")
     done = []
-    stop_warm_workers()  # cold: a worker an earlier run left would start this one warm
-    seconds = timed(name, lambda: done.append(subprocess.run(command, capture_output=True, text=True)))
+    with own_workers() as workers:  # cold: a worker of its own, no other run's
+        environment = {**os.environ, **workers}
+        seconds = timed(
+            name, lambda: done.append(subprocess.run(command, capture_output=True, text=True, env=environment))
+        )
     return done[0], seconds
 
 

@@ -68,6 +68,7 @@ def test_a_job_runs_in_a_child_with_the_clients_context(server, jobs):
     assert worker.submit(request(jobs, "write", path="out.txt", text="hello")) == {
         "ok": True,
         "reason": "",
+        "fault": None,
         "recorded": False,
         "reproducer": None,
         "details": {},
@@ -91,15 +92,19 @@ def test_a_crashing_job_fails_alone_and_the_worker_keeps_serving(server, jobs):
     assert not outcome["ok"] and outcome["reason"].startswith("the job was killed (SIGKILL), most likely for memory")
     assert "--set-resources crash:mem_mb=<MB>" in outcome["reason"]
     outcome = worker.submit(request(jobs, "segfault"))
-    # the job's own process died: never a recorded outcome (ethosweep.runtime.outcome), retried instead
+    # the job's own process died, and again in a fresh process: the job's own outcome, recorded
+    # (ethosweep.runtime.errors: a crash is kept once it happened twice)
     assert outcome == {
         "ok": False,
-        "reason": "the job crashed (SIGSEGV)",
-        "recorded": False,
+        "reason": "the job crashed (SIGSEGV) (again in a fresh process)",
+        "fault": "CRASH",
+        "recorded": True,
         "reproducer": None,
         "details": {},
     }
-    assert "ethosweep-failure: the job crashed (SIGSEGV)" in (jobs / "segfault.log").read_text()
+    log = (jobs / "segfault.log").read_text()
+    assert "the job crashed (SIGSEGV); running the stage once more in a fresh process" in log
+    assert "ethosweep-failure: the job crashed (SIGSEGV) (again in a fresh process)" in log
     assert worker.submit(request(jobs, "write", path="after.txt", text="still serving"))["ok"]
 
 
@@ -138,8 +143,8 @@ def test_shutdown_and_idle_timeout(server, jobs, monkeypatch):
     assert not server.exists()
 
 
-def test_shutdown_all_stops_every_server_of_the_user(server, jobs):
-    """What the benchmarks call before a cold run: a server outlives the run that started it."""
+def test_shutdown_all_stops_every_server_of_a_folder(server, jobs):
+    """What a benchmark calls on the folder its cold runs used: a server outlives the run that started it."""
     worker.submit(request(jobs, "write", path="x.txt", text="x"))
     other = server.with_name("worker-0123456789abcdef.sock")  # another environment's server
     started = subprocess.Popen([sys.executable, "-m", "ethosweep.runtime.worker", str(other)])
@@ -179,3 +184,47 @@ def test_a_starting_server_removes_the_files_of_servers_long_gone(server, jobs):
         os.utime(f"{server}{suffix}", (long_ago, long_ago))
     assert worker.remove_exited_servers_files(server.parent, keep=gone) == 0
     assert server.exists()
+
+
+def test_a_benchmark_stops_only_the_servers_it_started(server, jobs, monkeypatch):
+    """A benchmark's cold runs get a socket folder of their own (benchmarks/workdirs.py own_workers):
+    stopping its servers leaves the worker of a sweep running beside it alone, and a busy server
+    asked to stop only if idle keeps serving."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from workdirs import own_workers
+
+    worker.submit(request(jobs, "write", path="x.txt", text="x"))  # the user's sweep's server
+    with own_workers() as environment:
+        folder = Path(environment[worker.WORKER_DIR])
+        monkeypatch.setenv(worker.WORKER_DIR, str(folder))
+        worker.submit(request(jobs, "write", path="y.txt", text="y"))  # the benchmark's own server
+        assert [p.name for p in folder.glob("worker-*.sock")] == [server.name]
+        monkeypatch.delenv(worker.WORKER_DIR)
+    assert not folder.exists() and server.exists()  # the benchmark's stopped, the sweep's serving
+    assert worker.submit(request(jobs, "write", path="z.txt", text="z"))["ok"]
+    # a server running a job is not stopped by "if idle"
+    busy = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from ethosweep.runtime import worker; worker.submit(json.loads(sys.argv[1]))",
+            __import__("json").dumps(request(jobs, "slow", path="slow.txt")),
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    time.sleep(2)
+    assert worker.shutdown(if_idle=True) is False and server.exists()
+    busy.kill()
+    busy.wait()
+
+
+def test_the_worker_is_keyed_by_every_installed_distribution(tmp_path, monkeypatch):
+    """After `uv sync` changes any distribution (a preloaded one such as scikit-learn included), the
+    next run's jobs go to a new server, never forks of one that imported the old version."""
+    from ethosweep.runtime import packages
+
+    before = worker._look_up_fingerprint()
+    site = tmp_path / "site"
+    (site / "scikit_learn-9.9.9.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    assert packages.distributions_key() != "" and worker._look_up_fingerprint() != before

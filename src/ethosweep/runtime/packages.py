@@ -168,18 +168,26 @@ CACHE_ENV = "ETHOSWEEP_CACHE_DIR"
 
 
 def environment_key() -> str:
-    """A digest of what stage_versions' and model_versions' answers depend on: the interpreter, every distribution's
-    metadata folder on the import path (name, version and when it was made) and every source file of
-    the package (modification time and size). Stats only: ~2 ms."""
+    """A digest of what stage_versions' and model_versions' answers depend on: the installed
+    distributions (distributions_key) and every source file of the package (modification time and
+    size). Stats only: ~2 ms."""
+    parts = [distributions_key()]
+    for source in sorted(PACKAGE_DIR.rglob("*.py")):
+        stat = source.stat()
+        parts.append(f"{source}:{stat.st_mtime_ns}:{stat.st_size}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def distributions_key() -> str:
+    """A digest of the Python environment: the interpreter and every distribution's metadata folder
+    on the import path (name, version and when it was made: an upgrade, a downgrade, a reinstall or
+    a removal changes it). What the warm worker is keyed by (ethosweep.runtime.worker)."""
     parts = [sys.executable, sys.version]
     for entry in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path):
         with contextlib.suppress(OSError):
             with os.scandir(entry) as listing:
                 found = [e for e in listing if e.name.endswith((".dist-info", ".egg-info"))]
             parts.extend(f"{e.path}:{e.stat().st_mtime_ns}" for e in sorted(found, key=lambda e: e.name))
-    for source in sorted(PACKAGE_DIR.rglob("*.py")):
-        stat = source.stat()
-        parts.append(f"{source}:{stat.st_mtime_ns}:{stat.st_size}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

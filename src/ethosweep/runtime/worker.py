@@ -10,9 +10,11 @@ Why it is safe:
 - No stale state: the server never runs job code and never imports ethosweep's
   stage modules; each job runs in a new fork that imports them from disk (so
   library edits are seen), with the client's working directory, environment and
-  sys.path. A server is keyed by a fingerprint of the Python environment
-  (interpreter and versions of the heavy packages): after `uv sync` changes
-  them, clients start a new server and the old one times out.
+  sys.path. A server is keyed by a fingerprint of the whole Python environment
+  (the interpreter and every installed distribution, ethosweep.runtime.packages.
+  distributions_key) and of its own code: after `uv sync` changes any package
+  (scikit-learn, flatbuffers and the others it preloads included), clients start a
+  new server and the old one times out.
 - Crash-safe: a job that crashes kills only its child; the client reports the
   failure and Snakemake handles it like any failed job. If the server cannot be
   reached or started, the client runs the job in-process instead.
@@ -26,7 +28,10 @@ Why it is safe:
 - Single-threaded accept loop, fork per connection: no locks held by other
   threads at fork time. Only the client's user can reach the socket (0700 dir).
 
-Set ETHOSWEEP_WORKER=0 to run every job in its own process instead. Inside a cluster
+Set ETHOSWEEP_WORKER=0 to run every job in its own process instead.
+ETHOSWEEP_WORKER_DIR=<folder> puts the servers' sockets there (default: a private folder in
+$XDG_RUNTIME_DIR or /tmp): a benchmark's cold runs use a folder of their own, so that they start
+cold and stop only the servers they started, never the worker of a sweep running beside them. Inside a cluster
 job (SLURM_JOB_ID set) the worker is off unless ETHOSWEEP_WORKER=1 is set explicitly:
 a server started there would outlive the job's allocation on clusters that do not track
 processes by cgroup, and most cluster jobs run a single stage anyway.
@@ -68,7 +73,6 @@ PRELOAD = (
     "tosa_reference_model",
     "sklearn.datasets",
 )
-_FINGERPRINT_DISTS = ("torch", "torchvision", "torchao", "executorch", "ethos-u-vela", "tosa-tools", "numpy")
 
 
 def enabled() -> bool:
@@ -89,25 +93,33 @@ def export_fingerprint() -> None:
 
 
 def _look_up_fingerprint() -> str:
-    from importlib import metadata
+    from ethosweep.runtime.packages import distributions_key
 
     # this module's own code too: it is the one part of ethosweep a server runs (the jobs' children
     # import everything else afresh), and a server outlives its run
     here = Path(__file__).resolve()
-    parts = [sys.executable, sys.version, str(here.parents[1]), hashlib.sha256(here.read_bytes()).hexdigest()]
-    for dist in _FINGERPRINT_DISTS:
-        try:
-            parts.append(f"{dist}=={metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            parts.append(f"{dist}: none")
+    parts = [distributions_key(), str(here.parents[1]), hashlib.sha256(here.read_bytes()).hexdigest()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def socket_path() -> Path:
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ethosweep-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
+WORKER_DIR = "ETHOSWEEP_WORKER_DIR"
+
+
+def socket_folder() -> Path:
+    """Where the servers' sockets are: $ETHOSWEEP_WORKER_DIR, or a folder of the user's own."""
+    chosen = os.environ.get(WORKER_DIR)
+    base = (
+        Path(chosen)
+        if chosen
+        else Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ethosweep-{os.getuid()}"
+    )
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(base, 0o700)
-    return base / f"worker-{fingerprint()}.sock"
+    return base
+
+
+def socket_path() -> Path:
+    return socket_folder() / f"worker-{fingerprint()}.sock"
 
 
 # ---- client -------------------------------------------------------------------
@@ -129,22 +141,25 @@ def submit(request: dict[str, Any]) -> dict[str, Any]:
     return json.loads(reply)
 
 
-def shutdown(path: Path | None = None) -> bool:
-    """Ask this environment's server (or the one at `path`) to exit (running jobs finish). True if
-    one was running."""
+def shutdown(path: Path | None = None, if_idle: bool = False) -> bool:
+    """Ask this environment's server (or the one at `path`) to exit (running jobs finish); with
+    `if_idle`, only if it runs no job. True if it exits."""
     conn = _connect(path or socket_path())
     if conn is None:
         return False
     with conn:
-        conn.sendall(b'{"shutdown": true}\n')
-        _read_line(conn)
-    return True
+        conn.sendall(json.dumps({"shutdown": True, "if_idle": if_idle}).encode() + b"\n")
+        reply = _read_line(conn)
+    try:
+        return bool(json.loads(reply or b"{}").get("ok"))
+    except ValueError:
+        return False
 
 
-def shutdown_all() -> int:
-    """Ask every server of this user (any environment's, any checkout's) to exit; how many were
-    running. (The benchmarks start a cold run so: a server outlives the run that started it.)"""
-    return sum(shutdown(path) for path in socket_path().parent.glob("worker-*.sock"))
+def shutdown_all(folder: Path | None = None, if_idle: bool = False) -> int:
+    """Ask every server in `folder` (default: socket_folder()) to exit, or (`if_idle`) those running
+    no job; how many exit. A benchmark stops the servers of the folder it gave its own runs."""
+    return sum(shutdown(path, if_idle) for path in (folder or socket_folder()).glob("worker-*.sock"))
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -281,8 +296,12 @@ def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
                     conn.close()
                     continue
                 if request.get("shutdown"):
-                    conn.sendall(b'{"ok": true}\n')
+                    _reap(children)
+                    busy = bool(children) and request.get("if_idle")
+                    conn.sendall(b'{"ok": false, "busy": true}\n' if busy else b'{"ok": true}\n')
                     conn.close()
+                    if busy:
+                        continue
                     print("worker: shutdown requested", flush=True)
                     break
                 pid = os.fork()
@@ -319,7 +338,8 @@ def _child(conn: socket.socket, request: dict[str, Any]) -> int:
 
         outcome = execute(request)
     except BaseException as error:  # noqa: BLE001 - the reply must always be sent
-        outcome = {"ok": False, "reason": f"{type(error).__name__}: {error}"}
+        # the job's client went away (Stopped), or the runner itself failed: not the cell's
+        outcome = {"ok": False, "reason": f"{type(error).__name__}: {error}", "fault": "INTERRUPT", "recorded": False}
     finished.set()
     try:
         conn.sendall((json.dumps(outcome) + "\n").encode())
@@ -335,11 +355,13 @@ def _adopt_client_context(request: dict[str, Any]) -> None:
     sys.path[:] = request["sys_path"]
     for name in [m for m in sys.modules if m == "ethosweep" or m.startswith("ethosweep.")]:
         del sys.modules[name]
-    signal.signal(signal.SIGTERM, _raise_system_exit)
+    signal.signal(signal.SIGTERM, _raise_stopped)
 
 
-def _raise_system_exit(signum, frame):
-    raise SystemExit(128 + signum)
+def _raise_stopped(signum, frame):
+    from ethosweep.runtime.errors import Stopped  # fresh from the client's sys.path
+
+    raise Stopped(f"stopped by signal {signum}")
 
 
 def _stop_when_client_leaves(conn: socket.socket, finished: threading.Event) -> None:
