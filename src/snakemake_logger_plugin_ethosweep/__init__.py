@@ -117,6 +117,7 @@ class LogHandler(LogHandlerBase):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            self._locate_config_error(record)
             if self.full:
                 if self.default_filter.filter(record):
                     text = self.formatter_.format(record)
@@ -130,6 +131,17 @@ class LogHandler(LogHandlerBase):
     def close(self) -> None:
         self._end_status()
         super().close()
+
+    def _locate_config_error(self, record: logging.LogRecord) -> None:
+        """Snakemake says a config file is not valid YAML, naming neither the file nor the line: say
+        both (the config files the command names and the workflow's own, parsed again)."""
+        message = record.getMessage() if isinstance(record.msg, str) else ""
+        if "is not valid JSON or YAML" not in message:
+            return
+        from ethosweep.matrix.config import yaml_problems
+
+        for problem in yaml_problems([*_configfiles_in(sys.argv), "config/config.yaml"]):
+            self._print(f"ethosweep: the config does not parse: {problem}")
 
     # ---- the compact display ----
     def _compact(self, record: logging.LogRecord) -> None:
@@ -196,6 +208,21 @@ class LogHandler(LogHandlerBase):
             self.stream.write("\r\033[K")
             self.stream.flush()
             self.status_shown = False
+
+
+def _configfiles_in(argv: list[str]) -> list[str]:
+    """The files after --configfile/--configfiles on a command line (as Snakemake reads them)."""
+    files, taking = [], False
+    for arg in argv[1:]:
+        if arg in ("--configfile", "--configfiles"):
+            taking = True
+        elif arg.startswith("--configfile=") or arg.startswith("--configfiles="):
+            files.append(arg.split("=", 1)[1])
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(arg)
+    return files
 
 
 def _width() -> int:

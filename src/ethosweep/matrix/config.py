@@ -167,6 +167,31 @@ class Sweep:
         return text
 
 
+def yaml_problems(paths: Iterable[str | Path]) -> list[str]:
+    """'config/config.yaml, line 2, column 3: expected ',' or '}', but got '<scalar>'': where each of
+    `paths` (config files) fails to parse, for the one that does not (Snakemake's own message names
+    neither the file nor the line). Files that parse, or do not exist, say nothing."""
+    import yaml
+
+    problems = []
+    for path in dict.fromkeys(map(str, paths)):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            said = getattr(error, "problem", None) or str(error)
+            context, started = getattr(error, "context", None), getattr(error, "context_mark", None)
+            if context and started is not None and started is not mark:
+                said += f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
+            problems.append(f"{path}{where}: {said}")
+    return problems
+
+
 def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
     """The user files a dataset reads: inputs of the rules that use it, so edits rerun them."""
     if not isinstance(dataset, dict) or "path" not in dataset:
