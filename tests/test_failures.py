@@ -370,6 +370,32 @@ def test_a_vela_crash_is_named_kept_as_a_reproducer_and_fails_only_its_cells(swe
     )
 
 
+def test_a_reference_model_crash_on_one_model_leaves_every_other_models_summary_and_report(sweep_copy):
+    """The TOSA reference model crashing (SIGSEGV, on a damaged flatbuffer in the edge program the
+    verify stage runs) fails that verification only: the model's cells stay compiled and say why
+    their numerics are unverified, with a reproducer; the summary, the report and every other
+    model's verdict are made; `ethosweep failed` lists the verification."""
+    from ethosweep.compile.artifacts import load_edge
+
+    lowered = sweep_copy / "results/lower/mnist/int8/u55"
+    tosa = load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes
+    replace_partition_tosa(lowered, tosa[:60], template=False)  # a truncated flatbuffer
+    proc = snakemake(sweep_copy)
+    assert proc.returncode == 0 and "Report: results/report/index.html" in proc.stderr
+    rows = summary_rows(sweep_copy)
+    mnist = rows["mnist", "ethos-u55-128"]
+    assert (mnist["status"], mnist["numerics"]) == ("ok", "unverified")
+    assert mnist["numerics_reason"] == (
+        "verify: the TOSA reference model crashed (SIGSEGV) running partition 0 on sample 0, twice in fresh processes"
+    )
+    assert mnist["recorded_failures"] == "results/verify/mnist/int8/u55/verify.json"
+    assert all(r["numerics"] == "ok" for key, r in rows.items() if key != ("mnist", "ethos-u55-128")), rows
+    repro = sweep_copy / "results/verify/mnist/int8/u55/repro"
+    assert (repro / "partition_0.tosa").read_bytes() == tosa[:60] and (repro / "input_0.npy").exists()
+    failed = typed("uv run ethosweep failed", sweep_copy)
+    assert failed.stdout.split() == ["results/verify/mnist/int8/u55/verify.json"]
+
+
 def test_a_fault_of_the_machine_is_retried_by_the_same_command_once_it_is_gone(tmp_path):
     """A model whose export runs out of memory for real (an allocation that fails): the job fails,
     nothing is recorded, the run stops before its summary. The memory back (the fault switched off
@@ -462,6 +488,17 @@ def test_corrupt_artifacts_are_caught_by_the_stage_that_reads_them(tiny_sweep, t
         "ethosweep: FAILED verify_numerics mnist/int8/u55: results/lower/mnist/int8/u55/edge.pt2 is truncated"
         in proc.stderr
     )
+
+
+def test_a_config_that_does_not_parse_is_named_with_its_line(tmp_path):
+    work = make_workdir(tmp_path, {"models": [GOOD]})
+    (work / "config" / "config.yaml").write_text("models:\n  - {name: mnist, file: models/mnist.py\ntargets: [x]\n")
+    proc = snakemake(work, "--dry-run", check=False)
+    assert proc.returncode != 0
+    assert (
+        "ethosweep: the config does not parse: config/config.yaml, line 3, column 8: expected ',' or '}', but got "
+        "':' (while parsing a flow mapping that starts at line 2, column 5)"
+    ) in proc.stdout + proc.stderr
 
 
 def test_invalid_config_errors_name_the_key(tmp_path):

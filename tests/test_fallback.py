@@ -64,9 +64,14 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     cell = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     assert (cell / "repro/partition_0_refused.tosa").exists() and (cell / "repro/command.sh").exists()
     # and the cell's record says what locating and falling back cost
-    fallback = json.loads((cell / "compile.json").read_text())["fallback"]
+    record = json.loads((cell / "compile.json").read_text())
+    fallback = record["fallback"]
     assert fallback["located"]["tries"] == 5 and fallback["located"]["complete"], fallback["located"]
     assert fallback["located"]["seconds"] > 0 and fallback["seconds"] > 0
+    assert [a["failed"] for a in fallback["attempts"]] == [""]  # the residual add alone, at the first attempt
+    # the TOSA the cell compiled: the fallback's own lowering, not the profile's template
+    profile = json.loads((work / "results/lower/residual/a16w8/u55/lower.json").read_text())
+    assert [p["tosa_sha256"] for p in record["partitions"]] != [p["tosa_sha256"] for p in profile["partitions"]]
     assert planned_jobs(work) == {}
 
     # fallback off: the cell fails, naming what Vela refuses; only the Vela jobs and what reads them rerun

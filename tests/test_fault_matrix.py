@@ -59,6 +59,11 @@ CONTRACT = [
     ("import", "process exit", RECORDED, "CRASH", "(tests/models/faulty.py) ended with exit status 3 without a result"),
     ("import", "native crash", RECORDED, "CRASH", "(tests/models/faulty.py) crashed (SIGSEGV) importing its file"),
     ("import", "MemoryError", RETRIED, "MEMORY", "running the file raised MemoryError"),
+    # ... and while it is trained (`train:`)
+    ("train", "model error", RECORDED, "MODEL", "(tests/models/faulty.py): training raised ValueError: a model error"),
+    ("train", "native crash", RECORDED, "CRASH", "model 'faulty' crashed (SIGSEGV) training on digits"),
+    ("train", "SIGKILL", RETRIED, "MEMORY", "model 'faulty' was killed (SIGKILL) while training on digits"),
+    ("train", "MemoryError", RETRIED, "MEMORY", "training raised MemoryError"),
     # PT2E quantization (calibration) and ExecuTorch's Arm lowering
     ("quantize", "model error", RECORDED, "TOOL", "quantization (int8, TOSA profile u55) failed: ValueError"),
     ("quantize", "native crash", RECORDED, "CRASH", "the PT2E quantizer crashed (SIGSEGV)"),
@@ -234,6 +239,21 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             "ethosweep.compile.export:export_model",
             dict(
                 model=model, seed=0, base_dir=str(lowered), **outputs(folder, "program", "inputs", "reference", "meta")
+            ),
+            minutes,
+        )
+    if stage == "train":
+        monkeypatch.setenv("ETHOSWEEP_TEST_FAULT_AT", "forward")
+        return request(
+            folder,
+            "ethosweep.compile.train:train_model",
+            dict(
+                model=model,
+                seed=0,
+                dataset="digits",
+                train={"epochs": 1, "lr": 0.01, "batch_size": 64},
+                base_dir=str(lowered),
+                **outputs(folder, "weights", "meta"),
             ),
             minutes,
         )

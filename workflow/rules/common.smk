@@ -470,10 +470,11 @@ def forget_end_of_run():
 
 
 def say_what_stopped_the_run():
-    """A job failed for a reason that may not recur (recorded failures do not stop a run)."""
+    """A job failed for a reason of the machine's (recorded failures do not stop a run:
+    ethosweep.runtime.errors)."""
     print(
-        "\nethosweep: the run stopped before its summary and report: a job above FAILED for a reason that "
-        "may not recur (memory, a time limit, an interruption, a crash of the job's own process). "
-        "Run the same command again to retry it; every finished job is kept.",
+        "\nethosweep: the run stopped before its summary and report: a job above FAILED for a reason of the "
+        "machine's that may not recur (memory, disk, a time limit, an interruption, the registry unreachable, a "
+        "damaged file). Run the same command again to retry it; every finished job is kept.",
         file=sys.stderr,
     )

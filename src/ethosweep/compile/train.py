@@ -14,8 +14,9 @@ import time
 import torch
 
 from ethosweep.compile.datasets import load_splits
-from ethosweep.compile.zoo import load_model
+from ethosweep.compile.zoo import ModelError, load_model, raised
 from ethosweep.matrix.models import model_spec_from_params
+from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 from ethosweep.runtime.provenance import tool_versions
@@ -63,7 +64,13 @@ def train_model(model: dict, seed: int, dataset, train: dict, weights: str, meta
     if splits.train_y is None:
         raise StageError(f"model '{spec.name}': training needs labels, and dataset {splits.source} has none")
     started = time.perf_counter()
-    losses = fit(module, splits.train_x, splits.train_y, train["epochs"], train["lr"], train["batch_size"], seed)
+    try:
+        with running(f"model '{spec.name}'", f"training on {splits.source}"):
+            losses = fit(
+                module, splits.train_x, splits.train_y, train["epochs"], train["lr"], train["batch_size"], seed
+            )
+    except (Exception, SystemExit) as error:  # the model's code, run for training: its own failure
+        raise ModelError(f"model '{spec.name}' ({spec.source}): training {raised(error)}") from error
     seconds = time.perf_counter() - started
     buffer = io.BytesIO()
     torch.save(module.state_dict(), buffer)

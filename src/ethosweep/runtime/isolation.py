@@ -105,6 +105,7 @@ def _fork_and_call(function: Callable[..., Any], args: tuple) -> tuple[str, Any]
         os.close(read_end)
         gc.freeze()  # the GC leaves the inherited objects alone (see ethosweep.runtime.worker)
         activity.post_to(board)
+        _one_thread()
         status = 0
         try:
             outcome = ("ok", function(*args))
@@ -130,6 +131,15 @@ def _fork_and_call(function: Callable[..., Any], args: tuple) -> tuple[str, Any]
     if not data:
         return "crashed", (f"exit {os.waitstatus_to_exitcode(status)} without a result", doing)
     return pickle.loads(data)
+
+
+def _one_thread() -> None:
+    """In a fork: torch on one thread. OpenMP (libgomp) is not fork-safe: a child whose parent ran a
+    parallel region waits forever for the parent's pool threads, which the fork did not copy (seen:
+    the verify stage's NPU path in a fork of a caller running torch on two threads)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def flush_standard_streams() -> None:

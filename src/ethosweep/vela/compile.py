@@ -33,6 +33,7 @@ import hashlib
 import io
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
@@ -206,74 +207,80 @@ def compile_cell(
     program = Program.of_template(
         verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage"), lowered
     )
-    run = VelaRun(
-        vela_flags(target, system_config, memory_mode, vela),
-        _where(target, system_config, memory_mode),
-        environment["vela"] if environment else None,
-        vela_version,
-        Path(repro),
-        vela,
-    )
+    cell = CellSettings(target, system_config, memory_mode, vela)
+    run = VelaRun(cell.flags, cell.where, environment["vela"] if environment else None, vela_version, Path(repro), vela)
     try:
-        payloads, rows, layers = run.compile_all(program.tosas, read_json(tosa_sources) if tosa_sources else None)
-        fell_back = None
+        compiled = Compiled(program, *run.compile_all(program.tosas, read_json(tosa_sources) if tosa_sources else None))
     except VelaFailure as refused:
         if not (fallback and quantized and refused.kept_nodes):
             raise
         fell_back = compile_by_fallback(refused, quantized, profile, list(keep_on_cpu), run, versions["vela"])
-        program = Program.of_fallback(fell_back)
-        payloads, rows, layers = fell_back.payloads, fell_back.rows, fell_back.layers
-    pte_bytes = assemble_pte(program.template, payloads, cell_compile_specs(target, system_config, memory_mode, vela))
-    if fell_back is None:  # a reproducer of an earlier failure no longer applies
+        compiled = Compiled(Program.of_fallback(fell_back), fell_back.payloads, fell_back.rows, fell_back.layers)
+        compiled.fallback = fell_back.record
+    pte_bytes = assemble_pte(compiled.program.template, compiled.payloads, cell.compile_specs)
+    if compiled.fallback is None:  # a reproducer of an earlier failure no longer applies
         shutil.rmtree(repro, ignore_errors=True)
-    record = _write_cell(
-        pte,
-        summary,
-        per_layer,
-        meta,
-        pte_bytes,
-        program,
-        payloads,
-        rows,
-        layers,
-        run,
-        vela,
-        versions,
-        environment,
-        fell_back.record if fell_back else None,
-        (target, system_config, memory_mode),
-    )
-    _log_estimate(aggregate(rows), len(pte_bytes))
+    outputs = {"pte": pte, "summary": summary, "per_layer": per_layer, "meta": meta}
+    record = _write_cell(outputs, cell, compiled, pte_bytes, versions, environment)
+    _log_estimate(aggregate(compiled.rows), len(pte_bytes))
     return record
 
 
+@dataclass(frozen=True)
+class CellSettings:
+    """What a cell sets: its target, system config, memory mode and Vela options."""
+
+    target: str
+    system_config: str
+    memory_mode: str
+    vela: dict
+
+    @property
+    def flags(self) -> list[str]:
+        return vela_flags(self.target, self.system_config, self.memory_mode, self.vela)
+
+    @property
+    def compile_specs(self) -> list[tuple[str, bytes]]:
+        return cell_compile_specs(self.target, self.system_config, self.memory_mode, self.vela)
+
+    @property
+    def where(self) -> str:
+        """'ethos-u55-128 / Shared_Sram' (with the system config where it is not the family's default)."""
+        default = self.system_config == tg.DEFAULT_SYSTEM_CONFIG[tg.family(self.target)]
+        return f"{self.target} / {self.memory_mode}" + ("" if default else f" ({self.system_config})")
+
+
+@dataclass
 class Program:
     """What a cell compiles: the template program, its TOSA partitions, and what the lowering recorded
     of it (the profile's lowering, or the fallback's)."""
 
-    def __init__(self, template: bytes, tosas: list[bytes], planned_buffer_bytes: int, delegated: str, sha256: str):
-        self.template, self.tosas = template, tosas
-        self.planned_buffer_bytes, self.delegated, self.template_sha256 = planned_buffer_bytes, delegated, sha256
+    template: bytes
+    tosas: list[bytes]
+    planned_buffer_bytes: int
+    delegated: str
+    template_sha256: str
 
     @classmethod
     def of_template(cls, template: bytes, lowered: dict) -> "Program":
-        return cls(
-            template,
-            delegate_payloads(template),
-            lowered["planned_buffer_bytes"],
-            lowered["delegated"],
-            lowered["template_sha256"],
-        )
+        planned, delegated = lowered["planned_buffer_bytes"], lowered["delegated"]
+        return cls(template, delegate_payloads(template), planned, delegated, lowered["template_sha256"])
 
     @classmethod
     def of_fallback(cls, fell_back) -> "Program":
-        return cls(
-            fell_back.template,
-            fell_back.tosas,
-            fell_back.planned_buffer_bytes,
-            fell_back.delegated,
-            hashlib.sha256(fell_back.template).hexdigest(),
-        )
+        sha256 = hashlib.sha256(fell_back.template).hexdigest()
+        return cls(fell_back.template, fell_back.tosas, fell_back.planned_buffer_bytes, fell_back.delegated, sha256)
+
+
+@dataclass
+class Compiled:
+    """Vela's results on a program's partitions, and what the fallback recorded if the cell fell back."""
+
+    program: Program
+    payloads: list[bytes]
+    rows: list[dict]
+    layers: list[dict]
+    fallback: dict | None = None
 
 
 def _vela_environment(vela_env: str | None, vela_version: str | None) -> dict | None:
@@ -286,69 +293,50 @@ def _vela_environment(vela_env: str | None, vela_version: str | None) -> dict | 
     return environment
 
 
-def _where(target: str, system_config: str, memory_mode: str) -> str:
-    """'ethos-u55-128 / Shared_Sram' (with the system config where it is not the family's default)."""
-    default = system_config == tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)]
-    return f"{target} / {memory_mode}" + ("" if default else f" ({system_config})")
-
-
 def _write_cell(
-    pte,
-    summary,
-    per_layer,
-    meta,
-    pte_bytes,
-    program,
-    payloads,
-    rows,
-    layers,
-    run,
-    vela,
-    versions,
-    environment,
-    fallback,
-    cell,
+    outputs: dict, cell: CellSettings, compiled: Compiled, pte_bytes: bytes, versions: dict, environment: dict | None
 ) -> dict:
     """The cell's outputs: Vela's reports (summary.json, per_layer.csv), the .pte and its record."""
-    target, system_config, memory_mode = cell
-    atomic_write_text(per_layer, _layers_csv(layers))
+    fallback = {"fallback": compiled.fallback} if compiled.fallback else {}
+    atomic_write_text(outputs["per_layer"], _layers_csv(compiled.layers))
     write_json(
-        summary,
+        outputs["summary"],
         {
             "source": "Vela compiler estimate (not a measurement)",
-            "vela_flags": run.flags,
-            "cell": aggregate(rows),
-            "partitions": rows,
+            "vela_flags": cell.flags,
+            "cell": aggregate(compiled.rows),
+            "partitions": compiled.rows,
             "versions": versions,
-            **({"fallback": fallback} if fallback else {}),
+            **fallback,
         },
     )
-    atomic_write_bytes(pte, pte_bytes)
+    atomic_write_bytes(outputs["pte"], pte_bytes)
+    program = compiled.program
     record = {
-        "target": target,
-        "system_config": system_config,
-        "memory_mode": memory_mode,
-        "vela_options": vela,
-        "vela_flags": run.flags,
+        "target": cell.target,
+        "system_config": cell.system_config,
+        "memory_mode": cell.memory_mode,
+        "vela_options": cell.vela,
+        "vela_flags": cell.flags,
         "pte_bytes": len(pte_bytes),
         "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
         "planned_buffer_bytes": program.planned_buffer_bytes,
         # the runner's scratch pool holds the largest (ethosweep.firmware reads it here, torch-free)
-        "scratch_bytes": scratch_bytes(payloads),
+        "scratch_bytes": scratch_bytes(compiled.payloads),
         "template_sha256": program.template_sha256,
         # the TOSA this cell's payloads were compiled from (a fallback's own lowering's, where it fell back)
         "partitions": [
             {"index": i, "tosa_sha256": hashlib.sha256(t).hexdigest(), "payload_bytes": len(p)}
-            for i, (t, p) in enumerate(zip(program.tosas, payloads))
+            for i, (t, p) in enumerate(zip(program.tosas, compiled.payloads))
         ],
         "delegated": program.delegated,
         "versions": versions,
         # what Vela refused and kept on the CPU, when the cell compiled from a lowering without it
-        **({"fallback": fallback} if fallback else {}),
+        **fallback,
         # the environment another Vela version ran from: its lock pins every package
         **({"vela_environment": {k: environment[k] for k in ("lock_sha256", "packages")}} if environment else {}),
     }
-    write_json(meta, record)
+    write_json(outputs["meta"], record)
     return record
 
 

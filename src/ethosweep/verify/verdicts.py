@@ -495,7 +495,9 @@ def accuracy_check(
     measured = "; ".join(e.text() for e in effects)
     recorded = [e.as_dict() for e in effects]
     if classifier and not effects:
-        return Check("accuracy", "inconclusive", f"top-1 agreement not measured: no decidable samples{untrained}")
+        flat = f"{metrics.get('decidable_samples')} of {metrics.get('samples')} samples have a float top-1 margin"
+        why = f"top-1 agreement not judged: logits too flat for top-1 to mean anything ({flat} of at least one step)"
+        return Check("accuracy", "inconclusive", why + untrained)
     if has_data == "random":
         # calibrated and evaluated on random inputs of one distribution (`dataset: random`): a model
         # with random weights, or without real data; its loss against float on such inputs measures
@@ -513,10 +515,7 @@ def accuracy_check(
         return _judged(f"{measured}{'; ' + where if where else ''}", weights_untrained, has_data, worst_layer, recorded)
     flat = ""
     if classifier and (metrics.get("decidable_samples") or 0) < (metrics.get("samples") or 0) / 2:
-        flat = (
-            f"; logits too flat for top-1 to mean much ({metrics.get('decidable_samples')} of {metrics.get('samples')} "
-            "samples have a float top-1 margin of at least one output step)"
-        )
+        flat = "; logits too flat for top-1 to mean much (most samples' float top-1 margin under one step)"
     return Check(
         "accuracy",
         "inconclusive",
