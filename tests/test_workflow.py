@@ -257,7 +257,7 @@ def test_lint_is_clean():
 
 def test_the_trained_digits_model_is_verified_on_held_out_data(tiny_sweep):
     row = rows(tiny_sweep)["mnist_digits", "ethos-u55-128", "Shared_Sram"]
-    assert row["numerics"] == "ok" and row["data"].startswith("300 held-out samples of digits")
+    assert row["numerics"] == "ok" and row["data"].startswith("500 held-out samples of digits")
     assert float(row["top1_float"]) >= 0.95
     assert float(row["top1_npu"]) >= 0.95 and float(row["top1_float"]) - float(row["top1_npu"]) < 0.02
     assert float(row["agreement_npu_vs_float"]) >= 0.99

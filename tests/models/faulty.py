@@ -19,7 +19,7 @@ class Faulty(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
-        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 10)
 
     def forward(self, x):
         if os.environ.get("ETHOSWEEP_TEST_FAULT_AT", "forward") == "forward":

@@ -59,12 +59,14 @@ class Interval:
 
     def samples_to_decide(self, tolerance: float) -> int | None:
         """About how many samples would narrow the interval enough to decide, if the estimate stays
-        where it is (the half-width shrinks as 1/sqrt(n)); None when the estimate sits on the
-        tolerance itself (no number of samples would)."""
+        where it is (the half-width shrinks as 1/sqrt(n)); twice as many where the interval is still
+        unbounded; None when the estimate sits on the tolerance itself (no number of samples would)."""
         distance = abs(self.estimate - tolerance)
         half = max(self.high - self.estimate, self.estimate - self.low)
-        if distance <= 0 or not math.isfinite(half) or self.samples < 1:
+        if distance <= 0 or not math.isfinite(distance) or self.samples < 1:
             return None
+        if not math.isfinite(half):  # too few samples to bound it at all: twice as many, at least
+            return max(2 * self.samples, 16)
         return max(self.samples + 1, math.ceil(self.samples * (half / distance) ** 2))
 
 
