@@ -53,7 +53,7 @@ def test_the_compile_once_benchmark_reaches_its_verdicts(tmp_path):
 
 def test_the_verify_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("verify.py", "--smoke", workdir=tmp_path)
-    assert "verify one (model, scheme, profile), 100 held-out samples" in out and "verdict: ok" in out, out
+    assert "verify one (model, scheme, profile), 500 held-out samples" in out and "verdict: ok" in out, out
 
 
 def test_the_zoo_numerics_benchmark_reaches_its_verdicts(tmp_path):
