@@ -236,6 +236,7 @@ def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
         "delegated": _delegation_status(info.num_delegated_subgraphs, cpu_compute),
         "switches": npu_cpu_switches(graph),
         "cpu_macs": cpu_macs(graph),
+        "cpu_tensor_bytes": cpu_tensor_bytes(graph),
     }
 
 
@@ -260,12 +261,16 @@ def npu_cpu_switches(graph) -> int:
 
 def cpu_macs(graph) -> int:
     """Multiply-accumulates of the compute left on the CPU (convolutions, linear layers, matrix
-    products), from the tensors' shapes: what the NPU does not take off the CPU."""
+    products; an average pool's window sums count as accumulates), from the tensors' shapes: what
+    the NPU does not take off the CPU."""
     total = 0
     for node in graph.nodes:
         if not _is_cpu_compute(node) or not hasattr(node.meta.get("val"), "numel"):
             continue
         name, out = str(node.target), node.meta["val"]
+        if "avg_pool" in name and len(node.args) > 1:  # kernel_size: a sum over each window
+            total += out.numel() * math.prod(node.args[1])
+            continue
         position = 2 if "addmm" in name else 1  # addmm(bias, a, b): the reduced dimension is b's first
         weight = (
             node.args[position].meta.get("val")
@@ -278,6 +283,19 @@ def cpu_macs(graph) -> int:
             total += out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
         elif "linear" in name or re.search(r"\b(bmm|mm|addmm|matmul)\.default", name):
             total += out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
+    return int(total)
+
+
+def cpu_tensor_bytes(graph) -> int:
+    """Bytes the compute left on the CPU reads and writes (each operator's input and output tensors,
+    from their shapes and types): the memory traffic the CPU part costs, beside its MACs."""
+    total = 0
+    for node in graph.nodes:
+        if not _is_cpu_compute(node):
+            continue
+        for value in [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]:
+            if hasattr(value, "numel") and hasattr(value, "element_size"):
+                total += value.numel() * value.element_size()
     return int(total)
 
 

@@ -13,6 +13,9 @@ ExecuTorch's get_delegation_info with the partitioner's reasons) and each model'
 - `results/operator_models.csv`, one row per model x family x scheme: its operators on the NPU,
   the share of its multiply-accumulates that run there (Vela's MACs against the MACs left on the
   CPU, counted from the tensors' shapes), and how often its program passes between NPU and CPU.
+- an operator a cell's program leaves on the CPU that none of the runner's kernel libraries
+  implements (ethosweep.compile.kernels) gets a row of its own, "on the CPU, no kernel": the
+  program would fail at load on the board.
 
 Torch-free.
 """
@@ -25,6 +28,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ethosweep.compile.kernels import WAY_ROUND
 from ethosweep.matrix.targets import tosa_profile
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
@@ -253,6 +257,32 @@ def vela_rejection_rows(failed: list[dict], compiled: set[tuple]) -> list[dict]:
     return rows
 
 
+def kernel_rows(cells: list[dict], vela_summary: list[str]) -> list[dict]:
+    """One row per operator that some cell leaves on the CPU without a kernel in the runner's
+    libraries x family x scheme: those cells compile, and fail at load on the board."""
+    held: dict[tuple, set] = defaultdict(set)
+    for cell, path in zip(cells, vela_summary, strict=True):
+        if failure_of(path) is not None:
+            continue
+        for op in (read_json(path).get("cpu_kernels") or {}).get("missing") or []:
+            held[(op, cell["tosa_profile"], cell["quant"])].add(cell["model"])
+    return [
+        {
+            "operator": op,
+            "family": FAMILIES.get(profile, profile),
+            "scheme": quant,
+            "where": "CPU, no kernel",
+            "models_held_back": len(models),
+            "models_on_npu": 0,
+            "held_back": " ".join(sorted(models)),
+            "reason": "left on the CPU, and none of the runner's kernel libraries (portable, quantized, Cortex-M) "
+            "implements it: the program fails at load",
+            "way_round": WAY_ROUND,
+        }
+        for (op, profile, quant), models in sorted(held.items())
+    ]
+
+
 def _compiled_instead(models: list[str], profile: str, quant: str, compiled: set[tuple]) -> str:
     """What this sweep shows does compile for every one of these models: the other scheme on this
     NPU family, or this scheme on the other family. Only what was seen, nothing guessed."""
@@ -301,9 +331,9 @@ def write_operator_map(
         if key not in macs:
             macs[key] = int((compiled.get("cell") or {}).get("nn_macs") or 0)
     rows = operator_rows(entries)
-    refused = vela_rejection_rows(failed, set(macs))
-    if refused:
-        rows = sorted(rows + refused, key=held_back_first)
+    extra = vela_rejection_rows(failed, set(macs)) + kernel_rows(cells, vela_summary)
+    if extra:
+        rows = sorted(rows + extra, key=held_back_first)
     atomic_write_text(operators, _csv(rows, OPERATOR_COLUMNS))
     atomic_write_text(models, _csv(model_rows(*with_fallbacks(entries, fell_back, macs)), MODEL_COLUMNS))
 

@@ -118,8 +118,8 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
             f"{closest['fit'].removeprefix('does not fit: ')}",
             closest,
         )
-    best = min(fits, key=lambda r: number(r.get("board_inference_ms")))
-    modes = ", ".join(r["memory_mode"] for r in sorted(fits, key=lambda r: number(r.get("board_inference_ms"))))
+    best = min(fits, key=lambda r: _ranked(r, "board_inference_ms"))
+    modes = ", ".join(r["memory_mode"] for r in sorted(fits, key=lambda r: _ranked(r, "board_inference_ms")))
     ms = number(best.get("board_inference_ms"))
     text = (
         f"fastest that fits: {best['memory_mode']}, {_time(ms, best)} (Vela estimate at the board's clock), "
@@ -162,7 +162,7 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     compiled = [r for r in rows if _ok(r)]
     if not compiled:
         return _failed(model, rows)
-    fastest = min(compiled, key=lambda r: number(r["vela_inference_ms"]))
+    fastest = min(compiled, key=lambda r: _ranked(r, "vela_inference_ms"))
     text = f"fastest: {_config(fastest)}, {_time(number(fastest['vela_inference_ms']), fastest)} (Vela estimate)"
     verdict = "fastest"
     if budget_ms is not None:
@@ -206,13 +206,24 @@ def _margins(row: dict) -> str:
     return ", ".join(parts) or "n/a"
 
 
+def _ranked(row: dict, time_column: str) -> tuple[float, bool]:
+    """How cells are ranked: by Vela's time, and at equal time a cell that runs whole on the NPU
+    before one whose time leaves the CPU's part out (CPU time is not estimated)."""
+    return number(row.get(time_column)), number(row.get("cpu_ops"), 0.0) > 0
+
+
 def _time(ms: float, row: dict) -> str:
     """A cell's time in ms; one of a few NPU cycles (a single small operator) in cycles, since
-    "1.25e-05 ms" says less than "under 0.001 ms, 2 cycles"."""
+    "1.25e-05 ms" says less than "under 0.001 ms, 2 cycles". A cell with work on the CPU says its
+    time is the NPU part's, and what the CPU has to do."""
     cycles = number(row.get("vela_cycles_total"))
-    if 0 <= ms < 0.001 and not math.isnan(cycles):
-        return f"under 0.001 ms, {cycles:,.0f} cycles"
-    return f"{_fmt(ms)} ms"
+    said = f"under 0.001 ms, {cycles:,.0f} cycles" if 0 <= ms < 0.001 and not math.isnan(cycles) else f"{_fmt(ms)} ms"
+    cpu_ops = number(row.get("cpu_ops"), 0.0)
+    if cpu_ops > 0:
+        macs = number(row.get("cpu_macs"), 0.0)
+        work = f"{cpu_ops:.0f} operator(s)" + (f", {macs:,.0f} MACs" if macs > 0 else "")
+        said = f"{said} for the NPU part, plus the CPU's ({work}; CPU time not estimated)"
+    return said
 
 
 def _fmt(value) -> str:

@@ -395,6 +395,15 @@ def cell_detail(
         "top_layers": [{k: layer.get(k, "") for k in TOP_LAYER_COLUMNS} for layer in top_layers],
         "cpu_operators": table.get("cpu_operators", {}),
         "cpu_reasons": table.get("cpu_reasons", {}),
+        # the CPU's part: its work from the tensors' shapes, the hand-overs, the kernels it needs
+        "cpu_part": {
+            "operators": table.get("cpu_compute_ops", 0),
+            "macs": table.get("cpu_macs"),
+            "tensor_bytes": table.get("cpu_tensor_bytes"),
+            "switches": table.get("switches"),
+            "kernels": lowered.get("cpu_kernels") or {},
+        },
+        "layout": figures.get("layout") or {},
         "fits": fits,
         "numerics": {
             "metrics": verified["metrics"],
@@ -459,13 +468,17 @@ def render_failed_cell(cell: dict, row: dict) -> str:
 def render_cell(detail: dict) -> str:
     cell, figures = detail["cell"], detail["figures"]
     title = _title(cell)
+    cpu = detail.get("cpu_part") or {}
+    part = " for the NPU part (the CPU's part is not timed)" if cpu.get("operators") else ""
     parts = [
         f'<section class="cell" id="{_anchor(cell)}"><h4>{_e(title)}</h4>',
         f'<p class="figures">Vela: {int(figures["cycles_total"] or 0):,} cycles ({int(figures["cycles_npu"] or 0):,} '
         "NPU), "
-        f"{number(figures['inference_time_ms']):.3f} ms, {int(figures['nn_macs'] or 0):,} MACs, "
+        f"{number(figures['inference_time_ms']):.3f} ms{part}, {int(figures['nn_macs'] or 0):,} MACs, "
         f"{number(figures['sram_memory_used']):.1f} KiB SRAM, MAC utilisation "
         f"{100 * number(figures['mac_utilisation'], 0):.1f} %.</p>",
+        f'<p class="cpu-part">{_e(cpu_part_text(cpu))}</p>',
+        f'<p class="layout">{_e(layout_text(detail.get("layout") or {}))}</p>',
     ]
     if detail["advice"]:
         parts.append(
@@ -526,6 +539,46 @@ def render_cell(detail: dict) -> str:
         parts.append(f'<p class="numerics">No layer-by-layer comparison: {_e(location["problem"])}</p>')
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def cpu_part_text(cpu: dict) -> str:
+    """'On the CPU: 1 operator(s), 9,600 MACs, 12.5 KiB of tensors read and written, 2 hand-overs
+    between the NPU and the CPU; kernels: cortex_m 2, portable 1.' (or the kernels missing)."""
+    kernels = cpu.get("kernels") or {}
+    libraries: dict[str, int] = defaultdict(int)
+    for library in (kernels.get("kernels") or {}).values():
+        libraries[library] += 1
+    found = ", ".join(f"{name} {count}" for name, count in sorted(libraries.items())) or "none needed"
+    missing = kernels.get("missing") or []
+    said = f"kernels in the runner's libraries: {found}" + (
+        f"; no kernel for {', '.join(missing)}: the program will not load" if missing else ""
+    )
+    if not cpu.get("operators"):
+        return f"Everything computes on the NPU; on the CPU only quantize/dequantize at the edges ({said})."
+    work = [f"{cpu['operators']} operator(s)"]
+    if cpu.get("macs"):
+        work.append(f"{cpu['macs']:,} MACs")
+    if cpu.get("tensor_bytes") is not None:
+        work.append(f"{cpu['tensor_bytes'] / 1024:,.1f} KiB of tensors read and written")
+    if cpu.get("switches") is not None:
+        work.append(f"{cpu['switches']} hand-over(s) between the NPU and the CPU")
+    return f"On the CPU: {', '.join(work)}; CPU time not estimated ({said})."
+
+
+def layout_text(layout: dict) -> str:
+    """'Layout work on the NPU (Vela): 2 transposes, 3.0 % of the cycles; no lone rescale.'"""
+    if not layout:
+        return "Layout work on the NPU: no per-layer report."
+    said = []
+    for name in ("transposes", "rescales"):
+        count, share = layout.get(name, 0), layout.get(f"{name}_share")
+        singular = name[:-1]
+        said.append(
+            f"{count} {name if count != 1 else singular}, {100 * share:.1f} % of the cycles"
+            if count and share is not None
+            else f"no lone {singular}"
+        )
+    return "Layout work on the NPU (Vela's per-layer report): " + "; ".join(said) + "."
 
 
 def _fmt(value) -> str:

@@ -12,6 +12,7 @@ import csv
 import io
 from pathlib import Path
 
+from ethosweep.compile.kernels import will_not_load
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results.table import (
     KEY_COLUMNS,
@@ -48,10 +49,24 @@ COLUMNS = KEY_COLUMNS + [
     "npu_ops",
     "cpu_ops",
     "cpu_operators",
+    # the CPU's part of the cell: its multiply-accumulates and the bytes its operators read and write
+    # (from the tensors' shapes), the hand-overs between the NPU and the CPU, and the CPU kernels the
+    # runner has no kernel for (ethosweep.compile.kernels)
+    "cpu_macs",
+    "cpu_tensor_kib",
+    "npu_cpu_switches",
+    "cpu_kernels_missing",
     "vela_macs",
     "vela_cycles_total",
     "vela_cycles_npu",
     "vela_inference_ms",
+    # what Vela's time covers: the whole model, or the NPU part only (the CPU's time is not estimated)
+    "vela_time_covers",
+    # the layout work the lowering adds on the NPU (Vela's per-layer report): transposes, lone rescales
+    "vela_transposes",
+    "vela_transpose_cycles_pct",
+    "vela_rescales",
+    "vela_rescale_cycles_pct",
     "vela_inferences_per_s",
     "vela_mac_utilisation_pct",
     "vela_sram_kib",
@@ -196,19 +211,21 @@ def cell_row(
     lowered, vela = read_json(compile_meta), read_json(vela_summary)
     table, figures = cell_delegation(lowered, read_json(delegation)), vela["cell"]
     fallback = lowered.get("fallback")
+    reason = (
+        fallback_reason(fallback) if fallback else _delegation_reason(table) if table["delegated"] != "full" else ""
+    )
+    missing = (lowered.get("cpu_kernels") or {}).get("missing") or []
     row = {
         **cell_key(cell),
-        "status": "ok",
-        "reason": fallback_reason(fallback)
-        if fallback
-        else ""
-        if table["delegated"] == "full"
-        else _delegation_reason(table),
+        # compiled, but the runner has no kernel for an operator it leaves on the CPU: it fails at load
+        "status": "will not load" if missing else "ok",
+        "reason": "; ".join(filter(None, [will_not_load(missing), reason])),
         "delegation": table["delegated"],
         "partitions": table["partitions"],
         "npu_ops": table["npu_ops"],
         "cpu_ops": table["cpu_compute_ops"],
         "cpu_operators": "; ".join(f"{op} x{n}" for op, n in table["cpu_operators"].items()),
+        **cpu_part_columns(table, missing),
         "pte_bytes": lowered["pte_bytes"],
         "pte_sha256": lowered["pte_sha256"],
         "planned_buffer_kib": round(lowered["planned_buffer_bytes"] / 1024, 2),
@@ -225,6 +242,8 @@ def cell_row(
                 "vela_cycles_total": figures["cycles_total"],
                 "vela_cycles_npu": figures["cycles_npu"],
                 "vela_inference_ms": milliseconds(figures["inference_time_ms"]),
+                "vela_time_covers": time_covers(table),
+                **layout_columns(figures.get("layout") or {}),
                 "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
                 "vela_mac_utilisation_pct": round(100 * figures["mac_utilisation"], 2)
                 if figures["mac_utilisation"] is not None
@@ -251,6 +270,36 @@ def cell_row(
             }
         )
     return row
+
+
+def cpu_part_columns(table: dict, missing: list[str]) -> dict:
+    """What the cell leaves to the CPU, beside the operators: MACs, tensor bytes, hand-overs, kernels."""
+    return {
+        "cpu_macs": table.get("cpu_macs", ""),
+        "cpu_tensor_kib": round(table["cpu_tensor_bytes"] / 1024, 2) if "cpu_tensor_bytes" in table else "",
+        "npu_cpu_switches": table.get("switches", ""),
+        "cpu_kernels_missing": "; ".join(missing),
+    }
+
+
+def time_covers(table: dict) -> str:
+    """What Vela's time of a cell covers: Vela estimates the NPU's partitions only."""
+    if not table["cpu_compute_ops"]:
+        return "the whole model"
+    return f"the NPU part only: the CPU's {table['cpu_compute_ops']} operator(s) are not timed (CPU time not estimated)"
+
+
+def layout_columns(layout: dict) -> dict:
+    return {
+        "vela_transposes": layout.get("transposes", ""),
+        "vela_transpose_cycles_pct": _percent(layout.get("transposes_share")),
+        "vela_rescales": layout.get("rescales", ""),
+        "vela_rescale_cycles_pct": _percent(layout.get("rescales_share")),
+    }
+
+
+def _percent(share) -> float | str:
+    return round(100 * share, 2) if isinstance(share, (int, float)) else ""
 
 
 def fallback_reason(fallback: dict) -> str:
@@ -326,7 +375,7 @@ def format_table(rows: list[dict]) -> str:
     ]
     lines = []
     for r in rows:
-        ok = r.get("status") == "ok"
+        ok = r.get("status") in ("ok", "will not load")  # compiled: its figures are Vela's
         flash = sum(
             number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib")
         )
@@ -347,7 +396,7 @@ def format_table(rows: list[dict]) -> str:
                 f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
                 if ok and r.get("vela_cycles_total") not in ("", None)
                 else "",
-                _table_ms(number(r.get("vela_inference_ms"), 0.0))
+                _table_ms(number(r.get("vela_inference_ms"), 0.0)) + ("+CPU" if npu_part_only(r) else "")
                 if ok and r.get("vela_inference_ms") not in ("", None)
                 else "",
                 f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
@@ -374,6 +423,10 @@ def format_table(rows: list[dict]) -> str:
         f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
         "cycles and memory are Vela's compiler estimates."
     )
+    if any(npu_part_only(r) for r in rows):
+        out.append(
+            "  ms+CPU: the NPU part's time; the operators left on the CPU are not timed (CPU time not estimated)"
+        )
     for r in failed:
         vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
         out.append(
@@ -411,6 +464,11 @@ def _fit_cell(row: dict) -> str:
     if verdict == "fits":
         return "fits"
     return "NO: " + ", ".join(part.split(" needs")[0] for part in verdict.removeprefix("does not fit: ").split("; "))
+
+
+def npu_part_only(row: dict) -> bool:
+    """Whether a compiled cell leaves work to the CPU, so that Vela's time covers only its NPU part."""
+    return number(row.get("cpu_ops"), 0.0) > 0
 
 
 def _table_ms(value: float) -> str:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
+from ethosweep.compile.kernels import check_kernels, program_operators
 from ethosweep.compile.lowering import delegate_payloads
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.errors import StageError
@@ -103,6 +104,25 @@ def aggregate(partitions: list[dict]) -> dict:
         cell["nn_macs"], cell["cycles_total"], partitions[0].get("accelerator_configuration")
     )
     return cell
+
+
+# The operators the lowering adds to move data between layouts rather than compute: ExecuTorch's Arm
+# backend converts NCHW to NHWC with TRANSPOSEs inside the delegate (pytorch/executorch#17157), and
+# Vela lists each, and any RESCALE it could not fuse, as a layer of its own.
+LAYOUT_OPERATORS = {"Transpose": "transposes", "Rescale": "rescales"}
+
+
+def layout_work(layers: list[dict], cycles_total: int | None) -> dict:
+    """{"transposes": n, "transposes_cycles": c, "transposes_share": c / cycles_total, ...} from Vela's
+    per-layer report: what the NPU spends on layout, beside the compute ("100 % on the NPU" hides it)."""
+    work = {}
+    for operator, name in LAYOUT_OPERATORS.items():
+        rows = [layer for layer in layers if layer.get("NNG Operator") == operator]
+        cycles = sum(layer.get("Op Cycles") or 0 for layer in rows)
+        work[name] = len(rows)
+        work[f"{name}_cycles"] = cycles
+        work[f"{name}_share"] = round(cycles / cycles_total, 6) if cycles_total else None
+    return work
 
 
 def mac_utilisation(macs: int, cycles: int, accelerator: str | None) -> float | None:
@@ -296,16 +316,22 @@ def _vela_environment(vela_env: str | None, vela_version: str | None) -> dict | 
 def _write_cell(
     outputs: dict, cell: CellSettings, compiled: Compiled, pte_bytes: bytes, versions: dict, environment: dict | None
 ) -> dict:
-    """The cell's outputs: Vela's reports (summary.json, per_layer.csv), the .pte and its record."""
+    """The cell's outputs: Vela's reports (summary.json, per_layer.csv), the .pte and its record (with
+    the CPU kernels its operators need: ethosweep.compile.kernels)."""
     fallback = {"fallback": compiled.fallback} if compiled.fallback else {}
+    kernels = check_kernels(program_operators(pte_bytes))
+    figures = aggregate(compiled.rows)
+    if figures:
+        figures["layout"] = layout_work(compiled.layers, figures["cycles_total"])
     atomic_write_text(outputs["per_layer"], _layers_csv(compiled.layers))
     write_json(
         outputs["summary"],
         {
             "source": "Vela compiler estimate (not a measurement)",
             "vela_flags": cell.flags,
-            "cell": aggregate(compiled.rows),
+            "cell": figures,
             "partitions": compiled.rows,
+            "cpu_kernels": kernels,
             "versions": versions,
             **fallback,
         },
@@ -330,6 +356,9 @@ def _write_cell(
             for i, (t, p) in enumerate(zip(program.tosas, compiled.payloads))
         ],
         "delegated": program.delegated,
+        # whether the runner can run what the program leaves on the CPU: the kernel library of each
+        # operator, and those no library has (the program would fail at load)
+        "cpu_kernels": kernels,
         "versions": versions,
         # what Vela refused and kept on the CPU, when the cell compiled from a lowering without it
         **fallback,

@@ -1,0 +1,122 @@
+"""The CPU side of a cell: what it leaves on the CPU, whether the runner has kernels for it, what its
+time covers, and the layout work the NPU does (transposes), in the summary, the report and the map."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+
+from conftest import REPO, make_workdir, snakemake
+from ethosweep.compile.kernels import check_kernels, kernel_libraries, operators_in, will_not_load
+from ethosweep.results.recommend import board_pick
+
+DS_CNN_U55 = "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
+
+
+def rows_of(workdir) -> dict[tuple[str, str], dict]:
+    with open(workdir / "results/summary.csv", newline="") as f:
+        return {(r["model"], r["target"]): r for r in csv.DictReader(f) if not r["board"] or r["board"] == "alif-e8"}
+
+
+def test_the_kernel_lists_are_read_as_the_runner_builds_them():
+    assert operators_in("- op: exp.out\n  kernels: []\n- func: cortex_m::quantize_per_tensor.out(Tensor x) -> T\n") == [
+        "aten::exp.out",
+        "cortex_m::quantize_per_tensor.out",
+    ]
+    libraries = kernel_libraries()
+    assert libraries["aten::avg_pool2d.out"] == "portable"
+    assert libraries["cortex_m::quantize_per_tensor.out"] == "cortex_m"
+    assert libraries["quantized_decomposed::add.out"] == "quantized"
+    assert check_kernels(["aten::avg_pool2d.out", "aten::sort.values"]) == {
+        "kernels": {"aten::avg_pool2d.out": "portable"},
+        "missing": ["aten::sort.values"],
+    }
+    assert will_not_load([]) == ""
+
+
+def test_a_partly_delegated_cell_shows_its_cpu_part_in_every_figure(tiny_sweep):
+    """DS-CNN on Ethos-U55: its 24x5 average pool stays on the CPU. Its row says what the CPU does
+    (the pool's window sums, the bytes it reads and writes, the hand-overs), that the runner has its
+    kernel, and that Vela's time is the NPU part's; MNIST, whole on the NPU, says so too."""
+    rows = rows_of(tiny_sweep)
+    ds_cnn, mnist = rows["ds_cnn", "ethos-u55-128"], rows["mnist", "ethos-u55-128"]
+    assert (ds_cnn["status"], ds_cnn["cpu_operators"]) == ("ok", "aten_avg_pool2d_default x1")
+    # a 24x5 pool over 64 channels: one 120-value window sum per output value
+    assert int(ds_cnn["cpu_macs"]) == 64 * 24 * 5 and float(ds_cnn["cpu_tensor_kib"]) > 0
+    assert int(ds_cnn["npu_cpu_switches"]) == 2 and ds_cnn["cpu_kernels_missing"] == ""
+    assert ds_cnn["vela_time_covers"].startswith("the NPU part only: the CPU's 1 operator(s) are not timed")
+    assert mnist["vela_time_covers"] == "the whole model" and mnist["cpu_macs"] == "0"
+    page = (tiny_sweep / "results/report/cells" / f"{DS_CNN_U55}.html").read_text()
+    assert "ms for the NPU part (the CPU&#x27;s part is not timed)" in page
+    assert "On the CPU: 1 operator(s), 7,680 MACs" in page and "kernels in the runner&#x27;s libraries: " in page
+    assert "CPU time not estimated" in page
+
+
+def test_layout_work_is_counted_from_velas_per_layer_report(tiny_sweep):
+    rows = rows_of(tiny_sweep)
+    mnist = rows["mnist", "ethos-u55-128"]
+    with open(
+        tiny_sweep / "results/vela/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/per_layer.csv"
+    ) as f:
+        layers = list(csv.DictReader(f))
+    transposes = [layer for layer in layers if layer["NNG Operator"] == "Transpose"]
+    cycles = sum(int(layer["Op Cycles"]) for layer in transposes)
+    assert int(mnist["vela_transposes"]) == len(transposes) >= 1
+    assert float(mnist["vela_transpose_cycles_pct"]) == pytest.approx(
+        100 * cycles / int(mnist["vela_cycles_total"]), abs=0.01
+    )
+    assert (
+        "Layout work on the NPU (Vela&#x27;s per-layer report): "
+        in (
+            tiny_sweep / "results/report/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
+        ).read_text()
+    )
+
+
+def test_what_to_pick_ranks_a_cell_with_cpu_work_after_one_whole_on_the_npu_at_equal_time():
+    base = {"model": "m", "status": "ok", "fit": "fits", "vela_inference_ms": "1.0", "board_inference_ms": "1.0"}
+    whole = {**base, "memory_mode": "Sram_Only", "cpu_ops": "0"}
+    partly = {**base, "memory_mode": "Shared_Sram", "cpu_ops": "2", "cpu_macs": "9600"}
+    pick = board_pick("m", [partly, whole], None)
+    assert pick.row is whole and pick.text.startswith("fastest that fits: Sram_Only, 1 ms (Vela")
+    only_partly = board_pick("m", [partly], None)
+    assert "1 ms for the NPU part, plus the CPU's (2 operator(s), 9,600 MACs; CPU time not estimated)" in (
+        only_partly.text
+    )
+
+
+def test_a_cpu_operator_without_a_kernel_compiles_and_says_it_will_not_load(tmp_path):
+    """tests/models/no_kernel.py sorts its features: the sort stays on the CPU, and no kernel library
+    the runner links implements aten::sort.values. The cell compiles and says it will not load, with
+    the way round, in the summary, the terminal, the operator map and its page."""
+    work = make_workdir(
+        tmp_path,
+        {
+            "models": [
+                {"name": "sorts", "file": "tests/models/no_kernel.py"},
+                {"name": "mnist", "file": "models/mnist.py"},
+            ],
+            "targets": ["ethos-u55-128"],
+            "memory_modes": ["Shared_Sram"],
+            "cpu_targets": [],
+        },
+    )
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    proc = snakemake(work)
+    rows = rows_of(work)
+    sorts = rows["sorts", "ethos-u55-128"]
+    assert sorts["status"] == "will not load" and sorts["cpu_kernels_missing"] == "aten::sort.values"
+    assert sorts["reason"].startswith(
+        "compiled, will not load: no CPU kernel for aten::sort.values (keep it on the NPU (another target or "
+        "TOSA profile), change the model to use another operator, or add a custom kernel to the runner)"
+    )
+    assert int(sorts["vela_cycles_total"]) > 0 and rows["mnist", "ethos-u55-128"]["status"] == "ok"
+    assert "will not load: sorts [int8] ethos-u55-128 / Shared_Sram: compiled, will not load" in proc.stderr
+    assert "1 of 2 cells ok" in proc.stderr
+    with open(work / "results/operators.csv", newline="") as f:
+        (row,) = [r for r in csv.DictReader(f) if r["where"] == "CPU, no kernel"]
+    assert (row["operator"], row["held_back"], row["family"]) == ("aten::sort.values", "sorts", "Ethos-U55/U65")
+    page = work / "results/report/cells/sorts/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
+    assert "no kernel for aten::sort.values: the program will not load" in page.read_text()
