@@ -40,7 +40,15 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     assert u55["reason"].endswith(
         "kept on the CPU and the rest compiled: stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels)"
     )
-    assert u55["numerics"] == "unverified" and "with what Vela refused kept on the CPU" in u55["numerics_reason"]
+    # verified on the lowering it compiled from (verify_fallbacks): the add on the CPU in PyTorch, the
+    # convolutions on the TOSA reference model, against the quantized model and float
+    assert u55["numerics"] == "ok" and u55["numerics_reason"].startswith("ok, shown within tolerance: the NPU path: ")
+    verified = json.loads((work / "results/verify/residual/a16w8/u55/fallbacks.json").read_text())["verifications"]
+    assert [(v["cells"], v["verdict"]) for v in verified] == [
+        (["residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"], "ok")
+    ]
+    assert json.loads((work / "results/verify/residual/a16w8/u85/fallbacks.json").read_text())["verifications"] == []
+    assert u55["vela_time_covers"].startswith("the NPU part only") and float(u55["cpu_tensor_kib"]) > 0
     assert (u85["status"], u85["delegation"]) == ("ok", "full")
     assert "ok (fallback)" in proc.stderr and "2 of 2 cells ok" in proc.stderr
     # the operator map says what was refused and where it went
@@ -54,12 +62,12 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     u55_model = models["Ethos-U55/U65"]
     assert (u55_model["delegated"], u55_model["cpu_compute_ops"]) == ("partial (fallback)", "1"), u55_model
     assert 0 < float(u55_model["npu_mac_share_pct"]) <= 100 and models["Ethos-U85"]["delegated"] == "full"
-    # the cell's report page: the add on the CPU because Vela refused it, numerics not those verified
+    # the cell's report page: the add on the CPU because Vela refused it, and its own lowering's verdict
     page = work / "results/report/cells/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
     text = page.read_text()
     assert "refused by Vela 5.1.0 on ethos-u55-128 / Shared_Sram, kept on the CPU (vela.fallback)" in text
-    assert "KeepNode" not in text and "The numerics are not verified" in text
-    assert "with what Vela refused kept on the CPU, which the verify stage" in text
+    assert "KeepNode" not in text and "The numerics are not verified" not in text
+    assert "Numerics (verify stage, TOSA reference model): <b>ok</b>" in text
     # the reproducer of the refusal stays beside the cell
     cell = work / "results/vela/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     assert (cell / "repro/partition_0_refused.tosa").exists() and (cell / "repro/command.sh").exists()

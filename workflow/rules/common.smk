@@ -226,6 +226,48 @@ def numerics(key):
     return SWEEP.numerics[key]
 
 
+# The verify stage's settings (verify_numerics's keyword arguments), for every rule that verifies.
+VERIFY_SETTINGS = (
+    "evaluation_samples",
+    "random_samples",
+    "max_random_samples",
+    "min_agreement",
+    "max_error_steps",
+    "max_error_steps_int16",
+    "min_cosine",
+    "max_relative_error",
+    "bundle_samples",
+)
+
+
+def verify_settings(wildcards):
+    """A model's data and every numerics setting, as the verify stage takes them."""
+    spec = SWEEP.models[wildcards.model]
+    return {
+        "dataset": spec.dataset,
+        "classifier": spec.classifier,
+        "seed": SWEEP.seed,
+        **{key: numerics(key) for key in VERIFY_SETTINGS},
+    }
+
+
+def profile_cells(wildcards):
+    """The cells of a model, scheme and TOSA profile (those verify_fallbacks looks at)."""
+    return [
+        c
+        for c in SWEEP.cells
+        if (c.model, c.quant, c.tosa_profile) == (wildcards.model, wildcards.quant, wildcards.tosa_profile)
+    ]
+
+
+def profile_cell_paths(pattern):
+    return lambda wildcards: cell_paths(pattern, profile_cells(wildcards))
+
+
+def profile_cell_ids(wildcards):
+    return [c.id for c in profile_cells(wildcards)]
+
+
 def report_setting(key, default):
     """A key of the config's `report:` section (the schema's defaults when the section is absent)."""
     return (config.get("report") or {}).get(key, default)

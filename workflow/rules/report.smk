@@ -8,6 +8,7 @@ rule report_cells:
         delegation=cell_paths(f"{LOWERED}/delegation.json"),
         compile_meta=cell_paths(f"{COMPILED}/compile.json"),
         verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
+        fallback_report=verified_cell_paths(f"{VERIFY}/fallbacks.json"),
     output:
         folder=report(
             directory("results/report/cells"),

@@ -6,6 +6,8 @@ rule summarize_sweep:
         pte=cell_paths(f"{COMPILED}/model.pte"),
         header=cell_paths(f"results/header/{CELL}/model_pte.h"),
         verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
+        # the verifications of what fallback cells compiled from (verify_fallbacks)
+        fallback_report=verified_cell_paths(f"{VERIFY}/fallbacks.json"),
         firmware_plan=cell_paths(FIRMWARE_PLAN),
         fvp_run=[f"results/run/{c.id}/run.json" for c in fvp_cells()],
         npu_runner=[f"{NPU_RUNNER}/firmware.json".format(**_cell_fields(c)) for c in npu_runner_cells()],

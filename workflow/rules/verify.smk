@@ -29,23 +29,44 @@ rule verify_numerics:
     resources:
         mem_mb=2000,
     params:
-        dataset=model_dataset,
-        classifier=model_classifier,
-        seed=SWEEP.seed,
-        evaluation_samples=numerics("evaluation_samples"),
-        random_samples=numerics("random_samples"),
-        max_random_samples=numerics("max_random_samples"),
-        min_agreement=numerics("min_agreement"),
-        max_error_steps=numerics("max_error_steps"),
-        max_error_steps_int16=numerics("max_error_steps_int16"),
-        min_cosine=numerics("min_cosine"),
-        max_relative_error=numerics("max_relative_error"),
-        bundle_samples=numerics("bundle_samples"),
+        # the model's data and every numerics setting (common.smk): a change to one reruns this
+        settings=verify_settings,
         repro=verify_repro_folder,
         tools=stage_versions("ethosweep.verify.numerics"),
         code=code_version("ethosweep.verify.numerics"),
     script:
         "../scripts/verify.py"
+
+
+# The cells of a profile that fell back (Vela refused operators, kept on the CPU: vela.fallback)
+# compiled from lowerings of their own: each is verified as the profile's is (a profile without
+# such cells writes an empty record, without torch).
+rule verify_fallbacks:
+    input:
+        compile_meta=profile_cell_paths(f"{COMPILED}/compile.json"),
+        program="results/export/{model}/program.pt2",
+        inputs="results/export/{model}/inputs.pt",
+        quantized=f"results/quantize/{PROFILE}/quantized.pt2",
+        dataset=model_dataset_files,
+    output:
+        report=f"{VERIFY}/fallbacks.json",
+    log:
+        f"logs/verify/{PROFILE}.fallbacks.log",
+    benchmark:
+        f"benchmarks/verify/{PROFILE}.fallbacks.tsv"
+    priority: PRIORITY["verify"]
+    conda:
+        "../../envs/ethosweep.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        cells=profile_cell_ids,
+        settings=verify_settings,
+        tools=stage_versions("ethosweep.verify.numerics"),
+        code=code_version("ethosweep.verify.numerics"),
+    script:
+        "../scripts/verify_fallbacks.py"
 
 
 # Only requested with `numerics: {bundleio: true}`.

@@ -11,5 +11,6 @@ run_stage(
     delegation=list(snakemake.input.delegation),
     compile_meta=list(snakemake.input.compile_meta),
     verify_report=list(snakemake.input.verify_report),
+    fallback_report=list(snakemake.input.fallback_report),
     folder=snakemake.output.folder,
 )

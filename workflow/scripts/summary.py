@@ -12,6 +12,7 @@ run_stage(
     pte=list(snakemake.input.pte),
     header=list(snakemake.input.header),
     verify_report=list(snakemake.input.verify_report),
+    fallback_report=list(snakemake.input.fallback_report),
     firmware_plan=list(snakemake.input.firmware_plan),
     fvp_run=dict(zip(snakemake.params.fvp_cells, snakemake.input.fvp_run, strict=True)),
     npu_runner=dict(zip(snakemake.params.npu_runner_cells, snakemake.input.npu_runner, strict=True)),

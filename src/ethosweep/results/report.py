@@ -30,11 +30,11 @@ from ethosweep.results.table import (
     cell_delegation,
     cell_id,
     firmware_footer,
-    not_the_verified_program,
     number,
     primary_rows,
     read_summary_csv,
     unique_cells,
+    verification_of,
 )
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_text, read_json
@@ -347,6 +347,7 @@ def cell_detail(
     delegation: str,
     compile_meta: str,
     verify_report: str,
+    fallback_report: str | None,
     siblings: dict[str, str],
     top: int = 5,
 ) -> dict:
@@ -356,7 +357,7 @@ def cell_detail(
     figures = read_json(vela_summary)["cell"]
     lowered = read_json(compile_meta)
     table = cell_delegation(lowered, read_json(delegation))
-    verified = _verified(verify_report, lowered)
+    verified = _verified(verify_report, lowered, cell_id(cell), fallback_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [
         {
@@ -417,10 +418,9 @@ def cell_detail(
     }
 
 
-def _verified(verify_report: str | None, lowered: dict) -> dict:
-    """The verify stage's record, or for a verification that failed (the cell compiled) its failure,
-    or, with verification off (numerics.verify), that; for a cell whose program is not the one
-    verified (a fallback, another TOSA), why it is unverified."""
+def _verified(verify_report: str | None, lowered: dict, cell: str = "", fallback_report: str | None = None) -> dict:
+    """The verification that holds for the cell (results.table.verification_of), or, with verification
+    off (numerics.verify), that; or why it is unverified."""
     if verify_report is None:
         return {
             "verdict": NOT_VERIFIED,
@@ -428,10 +428,8 @@ def _verified(verify_report: str | None, lowered: dict) -> dict:
             "metrics": {},
             "layer": "",
         }
-    failed = failure_of(verify_report)
-    verified = read_json(verify_report) if failed is None else None
-    why = f"verification failed: {describe(failed)}" if failed else not_the_verified_program(lowered, verified)
-    if why:
+    verified, why = verification_of(lowered, cell, verify_report, fallback_report)
+    if verified is None:
         return {"verdict": "unverified", "reason": why, "metrics": {}, "layer": ""}
     return verified
 
@@ -607,6 +605,7 @@ def write_cell_reports(
     compile_meta: list[str],
     verify_report: list[str],
     folder: str,
+    fallback_report: list[str] | None = None,
 ) -> None:
     """Every cell's detail page, `folder`/<cell id>.html (the lists: one path per cell, in order).
 
@@ -618,7 +617,9 @@ def write_cell_reports(
         if failure_of(path) is None:
             modes[_configuration(cell)][cell["memory_mode"]] = path
     verify_report = verify_report or [None] * len(cells)  # numerics.verify off
-    for cell, *paths in zip(cells, per_layer, vela_summary, delegation, compile_meta, verify_report, strict=True):
+    fallback_report = fallback_report or [None] * len(cells)
+    columns = (per_layer, vela_summary, delegation, compile_meta, verify_report, fallback_report)
+    for cell, *paths in zip(cells, *columns, strict=True):
         failed = failure_of(paths[3])
         if failed is None:
             siblings = {m: path for m, path in modes[_configuration(cell)].items() if m != cell["memory_mode"]}

@@ -21,8 +21,8 @@ from ethosweep.results.table import (
     cell_delegation,
     cell_id,
     firmware_footer,
-    not_the_verified_program,
     number,
+    verification_of,
 )
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
@@ -168,19 +168,18 @@ def _parameters(cell: dict) -> dict:
     }
 
 
-def numerics_columns(lowered: dict, verify_report: str | None) -> dict:
-    """The verify stage's figures for this cell, if the TOSA it verified is the cell's own (the
+def numerics_columns(
+    lowered: dict, verify_report: str | None, cell: str = "", fallback_report: str | None = None
+) -> dict:
+    """The verify stage's figures for this cell, if what it verified is the cell's own program (the
+    profile's lowering, or for a fallback cell its own lowering: results.table.verification_of; the
     cell compiled even where verification failed: its numerics say so); `verify_report` None:
     verification is off (numerics.verify)."""
     if verify_report is None:
         return {"numerics": NOT_VERIFIED, "numerics_reason": NOT_VERIFIED_REASON}
-    failed = failure_of(verify_report)
-    if failed is not None:
-        return {"numerics": "unverified", "numerics_reason": describe(failed)}
-    verified = read_json(verify_report)
-    elsewhere = not_the_verified_program(lowered, verified)
-    if elsewhere:
-        return {"numerics": "unverified", "numerics_reason": elsewhere}
+    verified, why = verification_of(lowered, cell, verify_report, fallback_report)
+    if verified is None:
+        return {"numerics": "unverified", "numerics_reason": why}
     metrics = verified["metrics"]
     worst = verified.get("worst_layers") or []
     return {
@@ -194,10 +193,17 @@ def numerics_columns(lowered: dict, verify_report: str | None) -> dict:
 
 
 def cell_rows(
-    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str | None
+    cell: dict,
+    compile_meta: str,
+    delegation: str,
+    vela_summary: str,
+    pte: str,
+    header: str,
+    verify_report: str | None,
+    fallback_report: str | None = None,
 ) -> list[dict]:
     """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
-    row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report)
+    row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report, fallback_report)
     if not cell.get("boards"):
         return [row]
     lowered, figures = read_json(compile_meta), read_json(vela_summary)["cell"]
@@ -205,7 +211,14 @@ def cell_rows(
 
 
 def cell_row(
-    cell: dict, compile_meta: str, delegation: str, vela_summary: str, pte: str, header: str, verify_report: str | None
+    cell: dict,
+    compile_meta: str,
+    delegation: str,
+    vela_summary: str,
+    pte: str,
+    header: str,
+    verify_report: str | None,
+    fallback_report: str | None = None,
 ) -> dict:
     """The summary row of a cell whose stages all completed (without board columns)."""
     lowered, vela = read_json(compile_meta), read_json(vela_summary)
@@ -233,7 +246,7 @@ def cell_row(
         "header": header,
         **_parameters(cell),
         **version_columns(lowered["versions"]),
-        **numerics_columns(lowered, verify_report),
+        **numerics_columns(lowered, verify_report, cell_id(cell), fallback_report),
     }
     if figures:
         row.update(
@@ -543,6 +556,7 @@ def summarize(
     header: list[str],
     verify_report: list[str],
     summary: str,
+    fallback_report: list[str] | None = None,
     firmware_plan: list[str] | None = None,
     fvp_run: dict[str, str] | None = None,
     npu_runner: dict[str, str] | None = None,
@@ -552,11 +566,22 @@ def summarize(
     `fvp_run` by cell id, for the cells that ran on an FVP)."""
     plans = firmware_plan or [None] * len(cells)
     verify_report = verify_report or [None] * len(cells)  # numerics.verify off
+    fallback_report = fallback_report or [None] * len(cells)
     fvp_run = fvp_run or {}
     states = npu_runner_state or [None] * len(cells)
     rows = []
     for cell, plan, state, *paths in zip(
-        cells, plans, states, compile_meta, delegation, vela_summary, pte, header, verify_report, strict=True
+        cells,
+        plans,
+        states,
+        compile_meta,
+        delegation,
+        vela_summary,
+        pte,
+        header,
+        verify_report,
+        fallback_report,
+        strict=True,
     ):
         # the cell's Vela job carries the failure of any stage before it, or its own
         record = failure_of(paths[0])

@@ -11,6 +11,9 @@ import math
 import re
 from pathlib import Path
 
+from ethosweep.runtime.io import read_json
+from ethosweep.runtime.outcome import describe, failure_of
+
 CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode")
 # A cell is also keyed by the Vela version that compiled it (several when `vela.versions` sweeps them).
 KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
@@ -21,16 +24,38 @@ NOT_VERIFIED, NOT_VERIFIED_REASON = "not verified", "numerics.verify is off: an 
 
 
 def not_the_verified_program(lowered: dict, verified: dict) -> str | None:
-    """Why the verify stage's verdict (one per model, scheme and profile) does not hold for a cell
-    (its compile record `lowered`), or None when it does."""
-    if lowered.get("fallback"):
-        return (
-            "the cell compiled from a lowering with what Vela refused kept on the CPU, which the verify stage "
-            "(one per model, scheme and profile) did not verify"
-        )
+    """Why a verification (the profile's, or a fallback lowering's) does not hold for a cell (its
+    compile record `lowered`), or None when it does: the TOSA it verified is the cell's own."""
     if [p["tosa_sha256"] for p in lowered["partitions"]] != [p["tosa_sha256"] for p in verified["tosa_partitions"]]:
         return "the cell's TOSA differs from the verified TOSA"
     return None
+
+
+def verification_of(
+    lowered: dict, cell: str, verify_report: str, fallback_report: str | None
+) -> tuple[dict | None, str]:
+    """The verification that holds for a cell, or None and why not: the profile's (verify.json), or
+    for a cell that fell back (compiled from a lowering with what Vela refused on the CPU) the
+    verification of that lowering (fallbacks.json, verify_fallbacks). A failure record in their
+    place says why."""
+    if lowered.get("fallback"):
+        failed = failure_of(fallback_report) if fallback_report else None
+        if failed is not None:
+            return None, f"verifying its fallback lowering failed: {describe(failed)}"
+        found = (
+            [v for v in read_json(fallback_report)["verifications"] if cell in v["cells"]] if fallback_report else []
+        )
+        if not found:
+            return None, (
+                "the cell compiled from a lowering with what Vela refused kept on the CPU, which no verification covers"
+            )
+        return (None, why) if (why := not_the_verified_program(lowered, found[0])) else (found[0], "")
+    failed = failure_of(verify_report)
+    if failed is not None:
+        return None, describe(failed)
+    verified = read_json(verify_report)
+    why = not_the_verified_program(lowered, verified)
+    return (None, why) if why else (verified, "")
 
 
 def cell_delegation(lowered: dict, delegation: dict) -> dict:
