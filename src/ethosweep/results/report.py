@@ -472,7 +472,7 @@ def render_cell(detail: dict) -> str:
         f'<section class="cell" id="{_anchor(cell)}"><h4>{_e(title)}</h4>',
         f'<p class="figures">Vela: {int(figures["cycles_total"] or 0):,} cycles ({int(figures["cycles_npu"] or 0):,} '
         "NPU), "
-        f"{number(figures['inference_time_ms']):.3f} ms{part}, {int(figures['nn_macs'] or 0):,} MACs, "
+        f"{number(figures['inference_time_ms']):.3f} ms{_e(part)}, {int(figures['nn_macs'] or 0):,} MACs, "
         f"{number(figures['sram_memory_used']):.1f} KiB SRAM, MAC utilisation "
         f"{100 * number(figures['mac_utilisation'], 0):.1f} %.</p>",
         f'<p class="cpu-part">{_e(cpu_part_text(cpu))}</p>',
