@@ -120,3 +120,39 @@ def test_a_cpu_operator_without_a_kernel_compiles_and_says_it_will_not_load(tmp_
     assert (row["operator"], row["held_back"], row["family"]) == ("aten::sort.values", "sorts", "Ethos-U55/U65")
     page = work / "results/report/cells/sorts/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
     assert "no kernel for aten::sort.values: the program will not load" in page.read_text()
+
+
+def test_a_channels_last_export_drops_the_input_transposes_and_verifies(tmp_path):
+    """`channels_last: true`: the model and its input exported in torch.channels_last. The NPU gets
+    its input NHWC, Vela lists fewer transposes and fewer cycles, and the verify stage, running the
+    partitions in the dim order the program holds them, finds the NPU path where the quantized model is."""
+    from ethosweep.runtime.io import read_json
+    from ethosweep.vela.compile import compile_cell
+    from ethosweep.verify import chain
+
+    layouts = {}
+    for name, channels_last in (("nchw", False), ("nhwc", True)):
+        folder = tmp_path / name
+        chain.export(folder, {"name": name, "file": "tests/models/two_convs.py", "channels_last": channels_last})
+        chain.quantize(folder, name)
+        lowered = chain.lower(folder, name)
+        compile_cell(
+            template=str(lowered / "template.pte"),
+            lower_meta=str(lowered / "lower.json"),
+            target="ethos-u55-128",
+            system_config="Ethos_U55_High_End_Embedded",
+            memory_mode="Shared_Sram",
+            vela={},
+            pte=str(folder / "model.pte"),
+            summary=str(folder / "summary.json"),
+            per_layer=str(folder / "per_layer.csv"),
+            meta=str(folder / "compile.json"),
+            repro=str(folder / "repro"),
+        )
+        verified = chain.verify(folder, name, lowered)
+        layouts[name] = (read_json(folder / "summary.json")["cell"], verified)
+    (nchw, nchw_verified), (nhwc, nhwc_verified) = layouts["nchw"], layouts["nhwc"]
+    assert nhwc["layout"]["transposes"] == nchw["layout"]["transposes"] - 2  # the input's, in and out of NHWC
+    assert nhwc["cycles_total"] < nchw["cycles_total"]
+    assert (nchw_verified["verdict"], nhwc_verified["verdict"]) == ("ok", "ok")
+    assert nhwc_verified["metrics"]["max_error_steps"] == 0

@@ -68,7 +68,17 @@ def load_model(spec: ModelSpec, seed: int, base_dir: str | Path = ".") -> tuple[
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"model '{spec.name}' ({spec.source}): expected a torch.nn.Module, got {type(model).__name__}")
     check_inputs(f"model '{spec.name}' ({spec.source})", inputs)
+    if spec.channels_last:
+        return model.eval().to(memory_format=torch.channels_last), channels_last(inputs)
     return model.eval(), inputs
+
+
+def channels_last(inputs: tuple) -> tuple:
+    """The 4-D tensors of `inputs` in torch.channels_last (a model exported so: its program holds them NHWC)."""
+    return tuple(
+        t.contiguous(memory_format=torch.channels_last) if isinstance(t, torch.Tensor) and t.dim() == 4 else t
+        for t in inputs
+    )
 
 
 def check_inputs(where: str, inputs: tuple) -> None:

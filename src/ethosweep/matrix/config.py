@@ -414,6 +414,7 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             "reads": _model_reads(entry.get("reads", []), f"{where}.reads ({name})", base),
             "init": {k: v for k, v in (entry.get("init") or {}).items() if v != "keep"},
             "keep_on_cpu": tuple(dict(item) for item in entry.get("keep_on_cpu") or ()),
+            "channels_last": bool(entry.get("channels_last")),
         }
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:

@@ -36,6 +36,8 @@ class ModelSpec:
     init: dict = field(default_factory=dict, hash=False)
     # operators the partitioner leaves on the CPU: ({"module": ...} | {"node": ...} | {"operator": ...}, ...)
     keep_on_cpu: tuple = ()
+    # exported in torch.channels_last (the module and its 4-D inputs): no input TRANSPOSE on the NPU
+    channels_last: bool = False
 
     @property
     def source(self) -> str:
@@ -51,6 +53,7 @@ class ModelSpec:
             "inputs": [i.as_params() for i in self.inputs],
             # only when set: a model without it keeps the params (and the outputs) it always had
             **({"init": dict(self.init)} if self.init else {}),
+            **({"channels_last": True} if self.channels_last else {}),
         }
 
 
@@ -63,4 +66,5 @@ def model_spec_from_params(params: dict) -> ModelSpec:
         kwargs=dict(params.get("kwargs") or {}),
         inputs=tuple(InputSpec(tuple(i["shape"]), i["dtype"], *i["range"]) for i in params.get("inputs", [])),
         init=dict(params.get("init") or {}),
+        channels_last=bool(params.get("channels_last")),
     )

@@ -65,17 +65,50 @@ class NpuInterpreter(torch.fx.Interpreter):
         }
         self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
 
+    def run_node(self, n):
+        self._node = n  # the node being run: call_function reads its arguments' dim orders
+        return super().run_node(n)
+
     def call_function(self, target, args, kwargs):
         if target is torch.ops.higher_order.executorch_call_delegate:
             lowered, *inputs = args
+            # in the dim order the program holds them (a channels-last export hands the NPU NHWC)
+            inputs = [in_dim_order(t, node) for t, node in zip(inputs, self._node.args[1:])]
             partition = self.partitions.get(id(lowered), "?")
             if partition == self.stop_at:
                 raise _Reached([t.clone() for t in inputs])
             self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
             on = f" on sample {self.sample}" if self.sample is not None else ""
             with running(TOOL, f"running partition {partition}{on}"):
-                return run_tosa(lowered.processed_bytes, inputs)
+                outputs = run_tosa(lowered.processed_bytes, inputs)
+            return tuple(from_dim_order(t, value) for t, value in zip(outputs, _values(self._node)))
         return super().call_function(target, args, kwargs)
+
+
+def _dim_order(value) -> tuple[int, ...] | None:
+    """A tensor value's dim order where it is not the identity (channels-last: (0, 2, 3, 1)), else None."""
+    order = tuple(value.dim_order()) if hasattr(value, "dim_order") else None
+    return order if order and order != tuple(range(len(order))) else None
+
+
+def in_dim_order(tensor: torch.Tensor, node) -> torch.Tensor:
+    """`tensor` laid out as the program holds its argument `node` (the TOSA graph's input)."""
+    order = _dim_order(node.meta.get("val")) if hasattr(node, "meta") else None
+    return tensor.permute(order).contiguous() if order else tensor
+
+
+def from_dim_order(tensor: torch.Tensor, value) -> torch.Tensor:
+    """A delegate's output as the TOSA graph gives it, back in the logical (NCHW) order of `value`."""
+    order = _dim_order(value)
+    if not order:
+        return tensor
+    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return tensor.permute(inverse)
+
+
+def _values(node) -> list:
+    value = node.meta.get("val")
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def flat(outputs) -> list[torch.Tensor]:
