@@ -127,7 +127,6 @@ def test_a_channels_last_export_drops_the_input_transposes_and_verifies(tmp_path
     its input NHWC, Vela lists fewer transposes and fewer cycles, and the verify stage, running the
     partitions in the dim order the program holds them, finds the NPU path where the quantized model is."""
     from ethosweep.runtime.io import read_json
-    from ethosweep.vela.compile import compile_cell
     from ethosweep.verify import chain
 
     layouts = {}
@@ -136,19 +135,7 @@ def test_a_channels_last_export_drops_the_input_transposes_and_verifies(tmp_path
         chain.export(folder, {"name": name, "file": "tests/models/two_convs.py", "channels_last": channels_last})
         chain.quantize(folder, name)
         lowered = chain.lower(folder, name)
-        compile_cell(
-            template=str(lowered / "template.pte"),
-            lower_meta=str(lowered / "lower.json"),
-            target="ethos-u55-128",
-            system_config="Ethos_U55_High_End_Embedded",
-            memory_mode="Shared_Sram",
-            vela={},
-            pte=str(folder / "model.pte"),
-            summary=str(folder / "summary.json"),
-            per_layer=str(folder / "per_layer.csv"),
-            meta=str(folder / "compile.json"),
-            repro=str(folder / "repro"),
-        )
+        chain.cell(lowered, folder)
         verified = chain.verify(folder, name, lowered)
         layouts[name] = (read_json(folder / "summary.json")["cell"], verified)
     (nchw, nchw_verified), (nhwc, nhwc_verified) = layouts["nchw"], layouts["nhwc"]

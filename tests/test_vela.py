@@ -69,8 +69,8 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     from ethosweep.compile.compile_spec import vela_flags
     from ethosweep.runtime.io import read_json
     from ethosweep.runtime.isolation import ToolFailed
-    from ethosweep.vela.compile import compile_cell
     from ethosweep.vela.partitions import VelaFailure, compile_partition
+    from ethosweep.verify import chain
     from ethosweep.verify.chain import export, lower, quantize, verify
 
     model = {"name": "residual", "file": "tests/models/residual_int16.py"}
@@ -78,20 +78,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     quantize(tmp_path, "residual", "a16w8")
 
     def cell(lowered: Path, out: str):
-        return compile_cell(
-            template=str(lowered / "template.pte"),
-            lower_meta=str(lowered / "lower.json"),
-            target="ethos-u55-128",
-            system_config="Ethos_U55_High_End_Embedded",
-            memory_mode="Shared_Sram",
-            vela={},
-            pte=str(tmp_path / out / "model.pte"),
-            summary=str(tmp_path / out / "summary.json"),
-            per_layer=str(tmp_path / out / "per_layer.csv"),
-            meta=str(tmp_path / out / "compile.json"),
-            repro=str(tmp_path / out / "repro"),
-            tosa_sources=str(lowered / "tosa_sources.json"),
-        )
+        return chain.cell(lowered, tmp_path / out, tosa_sources=str(lowered / "tosa_sources.json"))
 
     lowered = lower(tmp_path, "residual")
     with pytest.raises(VelaFailure) as refused:

@@ -10,6 +10,7 @@ workflow/rules). The files:
     <name>_lowered/ (or a folder named)     lower: template.pte, tosa/, edge.pt2, delegation.json,
                                             tosa_sources.json, lower.json
     <name>.json, <name>_io.pt               verify
+    <cell>/ (a folder named)                vela: model.pte, summary.json, per_layer.csv, compile.json
 """
 
 from __future__ import annotations
@@ -93,6 +94,35 @@ def lower(folder: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict]
         keep_on_cpu=list(keep_on_cpu),
     )
     return lowered
+
+
+def cell(
+    lowered: Path,
+    into: Path,
+    target: str = "ethos-u55-128",
+    system_config: str = "Ethos_U55_High_End_Embedded",
+    memory_mode: str = "Shared_Sram",
+    **options,
+) -> dict:
+    """The vela stage on a lowering, for one cell, into a folder; its record. `options`: compile_cell's
+    (vela, tosa_sources, quantized, ...)."""
+    from ethosweep.vela.compile import compile_cell
+
+    into.mkdir(parents=True, exist_ok=True)
+    return compile_cell(
+        template=str(lowered / "template.pte"),
+        lower_meta=str(lowered / "lower.json"),
+        target=target,
+        system_config=system_config,
+        memory_mode=memory_mode,
+        vela=options.pop("vela", {}),
+        pte=str(into / "model.pte"),
+        summary=str(into / "summary.json"),
+        per_layer=str(into / "per_layer.csv"),
+        meta=str(into / "compile.json"),
+        repro=str(into / "repro"),
+        **options,
+    )
 
 
 def verify(folder: Path, name: str, lowered: Path, **options) -> dict:
