@@ -214,6 +214,7 @@ def test_fixing_a_broken_model_reruns_its_chain_only(broken_sweep, tmp_path):
         "quantize_model": 2,
         "lower_to_tosa": 2,
         "verify_numerics": 2,
+        "verify_fallbacks": 2,
         "compile_with_vela": 2,
         "plan_firmware": 2,
         "lower_cpu": 1,
@@ -687,6 +688,7 @@ def test_fixing_a_failed_cell_reruns_it_alone_and_the_report_shows_it_ok(sweep_c
     assert planned_jobs(sweep_copy) == {
         "compile_with_vela": 2,
         "bundle_program": 2,
+        "verify_fallbacks": 2,
         "plan_firmware": 1,
         "report_cells": 1,
         "report_plots": 1,

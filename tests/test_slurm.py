@@ -87,9 +87,9 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
     records = {int(r["JobId"]): r for r in cluster.completed_jobs() if r.get("WorkDir") == str(on_slurm)}
     assert submitted and set(submitted) <= set(records), (submitted, sorted(records))
     assert {records[job]["JobState"] for job in submitted} == {"COMPLETED"}
-    # export + quantize + lower + verify per model (8), the grouped cell chains (1 job for 2
-    # cells) and the configuration's firmware plan (1)
-    assert len(submitted) == 10, output[-4000:]
+    # export + quantize + lower + verify + the fallback check per model (10), the grouped cell
+    # chains (1 job for 2 cells) and the configuration's firmware plan (1)
+    assert len(submitted) == 12, output[-4000:]
     group_logs = list((on_slurm / ".snakemake/slurm_logs").glob("group_cell_*/*.log"))
     assert len(group_logs) == 1
     group_log = group_logs[0].read_text()

@@ -48,6 +48,7 @@ def set_vela_versions(workdir: Path, versions: list[str]) -> None:
 VELA_AND_WHAT_READS_IT = {
     "compile_with_vela": 6,
     "bundle_program": 6,
+    "verify_fallbacks": 6,  # each profile's fallback check reads its cells' compile records
     "plan_firmware": 2,
     "bundle_deployment": 8,  # 4 U55 cells on 2 boards
     "report_cells": 1,
@@ -92,6 +93,7 @@ def test_a_declared_model_file_reruns_that_models_chain_only(sweep_copy):
         "quantize_model": 2,
         "lower_to_tosa": 2,
         "verify_numerics": 2,
+        "verify_fallbacks": 2,
         "compile_with_vela": 2,
         "bundle_program": 2,
         "bundle_deployment": 2,

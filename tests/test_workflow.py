@@ -135,13 +135,15 @@ def test_jobs_waiting_for_cores_start_in_pipeline_order(tiny_sweep):
     assert max(exports) < min(quantizations)
 
 
-def vela_and_what_follows(cells: int, runners: int) -> dict[str, int]:
+def vela_and_what_follows(cells: int, runners: int, profiles: int) -> dict[str, int]:
     """The jobs planned when `cells` cells need Vela again and nothing before it: each cell's Vela
     job (the .pte and its C header) and BundleIO program, the plans of the `runners` firmware
-    runners serving them, and the matrix-wide summary and report jobs (one each)."""
+    runners serving them, the fallback check of the `profiles` (model, scheme, profile) they belong
+    to (verify_fallbacks reads their compile records), and the matrix-wide summary and report jobs."""
     return {
         "compile_with_vela": cells,
         "bundle_program": cells,
+        "verify_fallbacks": profiles,
         "plan_firmware": runners,
         "report_cells": 1,
         "report_plots": 1,
@@ -157,7 +159,7 @@ def test_adding_a_memory_mode_runs_only_the_new_cells(sweep_copy):
     # New cells only, and for them only Vela and what follows: lowering and verification are
     # per TOSA profile, and these profiles are lowered and verified already; a runner plan for
     # each new (target, system config, Sram_Only).
-    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=4, runners=2)
+    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=4, runners=2, profiles=4)
     snakemake(sweep_copy)
     # The report's advice compares the memory modes of this very sweep, with their numbers.
     shared, sram_only = (rows(sweep_copy)["mnist", "ethos-u55-128", mode] for mode in ("Shared_Sram", "Sram_Only"))
@@ -173,7 +175,7 @@ def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", "ethos-u85-256", "ethos-u65-256"])
     # U65 lowers to the U55 profile's TOSA: mnist and add get a cell each, compiled by Vela from
     # the u55 lowering (ds_cnn and mnist_digits are excluded from the cross product)
-    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=2, runners=1)
+    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=2, runners=1, profiles=2)
     snakemake(sweep_copy)
     # The U65 cells were compiled from the U55 profile's quantized program and lowering.
     lowered = read_json(sweep_copy / "results/lower/mnist/int8/u55/lower.json")
@@ -194,6 +196,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
         "quantize_model": 3,
         "lower_to_tosa": 3,
         "verify_numerics": 3,
+        "verify_fallbacks": 3,
         "compile_with_vela": 3,
         "bundle_program": 3,
         "bundle_deployment": 2 * 2,
@@ -212,7 +215,7 @@ def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
 def test_changing_a_vela_option_reruns_only_the_affected_cells(sweep_copy):
     set_config(sweep_copy, targets=["ethos-u55-128", {"target": "ethos-u85-256", "vela": {"optimise": "Size"}}])
     # only the U85 cells' Vela runs (and what follows): the u85 lowering is not redone
-    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=2, runners=1)
+    assert planned_jobs(sweep_copy) == vela_and_what_follows(cells=2, runners=1, profiles=2)
     snakemake(sweep_copy)
     table = rows(sweep_copy)
     assert table["mnist", "ethos-u85-256", "Shared_Sram"]["optimise"] == "Size"
@@ -239,6 +242,7 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     assert planned_jobs(sweep_copy, env=env) == {
         "compile_with_vela": 6,
         "bundle_program": 6,
+        "verify_fallbacks": 6,
         "plan_firmware": 2,
         "report_cells": 1,
         "bundle_deployment": 8,

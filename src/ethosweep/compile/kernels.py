@@ -8,6 +8,7 @@ and the Cortex-M (CMSIS-NN) kernels (ethosweep's own runner links exactly these 
 firmware/runner/CMakeLists.txt). An operator none of them implements makes the program fail at load
 on the board ("kernel 'aten::exp.out' not found", pytorch/executorch#13399). The libraries' operator
 lists ship in the wheel (the yaml files their kernels are generated from), so the check needs no SDK.
+Torch-free (the summary and the operator map use it): the vela stage reads a program's operators.
 """
 
 from __future__ import annotations
@@ -63,20 +64,6 @@ def operators_in(yaml_text: str) -> list[str]:
     for kind, value in re.findall(r"^- (op|func):\s*([^\s(]+)", yaml_text, re.M):
         found.append(value if "::" in value else f"aten::{value}")
     return found
-
-
-def program_operators(pte: bytes) -> list[str]:
-    """'namespace::name.overload' of every operator the program runs outside its delegates."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(pte).program
-    return list(
-        dict.fromkeys(
-            f"{op.name}.{op.overload}" if op.overload else op.name
-            for plan in program.execution_plan
-            for op in plan.operators
-        )
-    )
 
 
 def check_kernels(operators: list[str], libraries: dict[str, str] | None = None) -> dict:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
-from ethosweep.compile.kernels import check_kernels, program_operators
+from ethosweep.compile.kernels import check_kernels
 from ethosweep.compile.lowering import delegate_payloads
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.errors import StageError
@@ -175,6 +175,20 @@ def assemble_pte(template: bytes, payloads: list[bytes], compile_specs: list[tup
         delegate.compile_specs = [schema.CompileSpec(key=k, value=v) for k, v in compile_specs]
     program.backend_delegate_data = data
     return bytes(serialize_pte_binary(pte))
+
+
+def program_operators(pte: bytes) -> list[str]:
+    """'namespace::name.overload' of every operator the program runs outside its delegates."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(pte).program
+    return list(
+        dict.fromkeys(
+            f"{op.name}.{op.overload}" if op.overload else op.name
+            for plan in program.execution_plan
+            for op in plan.operators
+        )
+    )
 
 
 def scratch_bytes(payloads: list[bytes]) -> int:
