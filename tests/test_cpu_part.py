@@ -49,8 +49,8 @@ def test_a_partly_delegated_cell_shows_its_cpu_part_in_every_figure(tiny_sweep):
     assert ds_cnn["vela_time_covers"].startswith("the NPU part only: the CPU's 1 operator(s) are not timed")
     assert mnist["vela_time_covers"] == "the whole model" and mnist["cpu_macs"] == "0"
     page = (tiny_sweep / "results/report/cells" / f"{DS_CNN_U55}.html").read_text()
-    assert "ms for the NPU part (the CPU&#x27;s part is not timed)" in page
-    assert "On the CPU: 1 operator(s), 7,680 MACs" in page and "kernels in the runner&#x27;s libraries: " in page
+    assert "ms for the NPU part (the CPU&#39;s part is not timed)" in page
+    assert "On the CPU: 1 operator(s), 7,680 MACs" in page and "kernels in the runner&#39;s libraries: " in page
     assert "CPU time not estimated" in page
 
 
@@ -68,7 +68,7 @@ def test_layout_work_is_counted_from_velas_per_layer_report(tiny_sweep):
         100 * cycles / int(mnist["vela_cycles_total"]), abs=0.01
     )
     assert (
-        "Layout work on the NPU (Vela&#x27;s per-layer report): "
+        "Layout work on the NPU (Vela&#39;s per-layer report): "
         in (
             tiny_sweep / "results/report/cells/mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
         ).read_text()

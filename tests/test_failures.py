@@ -633,7 +633,7 @@ def test_a_sweep_with_failed_cells_still_gets_its_report(broken_sweep, tmp_path)
     # it opens on what to pick, the failed models named there with their reason
     assert index.index('id="pick"') < index.index('id="all-cells"')
     pick = index[index.index('id="pick"') : index.index("<h2>Plots</h2>")]
-    assert "failed: export: model &#x27;syntax_error&#x27; (tests/models/syntax_error.py): syntax error" in pick
+    assert "failed: export: model &#39;syntax_error&#39; (tests/models/syntax_error.py): syntax error" in pick
     # every failed cell has its page: the reason, the log, and for Vela's failure the reproducer
     for model in BAD_MODELS:
         page = (

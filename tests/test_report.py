@@ -1,6 +1,7 @@
 """The report: advice from real numbers, the Pareto front, the page in a real browser."""
 
 import csv
+import html
 import re
 import shutil
 import subprocess
@@ -227,10 +228,6 @@ def test_the_table_sorts_and_filters_in_headless_chromium(tiny_sweep, tmp_path):
         body = page.locator("table#cells tbody tr")
         body.first.wait_for()
         assert body.count() == len(rows) == 10
-        # the first screen answers "what fits where" before any table
-        first_screen = page.locator("body").inner_text()[:3000]
-        assert "What to pick" in first_screen and "alif-e8" in first_screen and "fastest that fits" in first_screen
-        page.screenshot(path=str(tmp_path / "first-screen.png"))
         # filter: the search box keeps the rows that mention the text
         page.fill(".dt-search input", "ethos-u85-256")
         page.wait_for_timeout(300)
@@ -245,6 +242,81 @@ def test_the_table_sorts_and_filters_in_headless_chromium(tiny_sweep, tmp_path):
         smallest = min(rows, key=lambda r: float(r["vela_cycles_total"]))
         assert first.split("\t")[0] == smallest["model"]
         browser.close()
+
+
+def shown_ms(value: float) -> str:
+    return f"{value:.3g}" if value >= 0.001 else "<0.001"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+def test_the_first_screen_is_the_sweep_and_a_table_per_board_with_the_summarys_numbers(tiny_sweep, tmp_path):
+    """What a browser shows first, held to summary.csv: the matrix's times are the cells' Vela
+    times, and every number of a board's row is its cell's summary field on that board (SRAM and
+    flash used: the board's size minus the summary's margin)."""
+    from playwright.sync_api import sync_playwright
+
+    rows = summary(tiny_sweep)
+    on_board = {(r["cell"], r["board"]): r for r in rows}
+    sizes = {name: board_params(name)["sizes_kib"] for name in ("alif-e8", "tiny-board")}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[a for a in HEADLESS if a != "--headless"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto((tiny_sweep / "results/report/index.html").as_uri())
+        # the first screen: the whole sweep in one picture, and the first board's table begun
+        assert page.locator("#sweep-matrix").bounding_box()["y"] < 900
+        assert page.locator("table.glance").first.bounding_box()["y"] < 900
+        matrix = page.locator("#sweep-matrix td[data-cell]")
+        assert matrix.count() == len({r["cell"] for r in rows if r["status"] == "ok"})
+        for i in range(matrix.count()):
+            td = matrix.nth(i)
+            row = next(r for r in rows if r["cell"] == td.get_attribute("data-cell"))
+            assert float(td.get_attribute("data-value")) == float(row["vela_inference_ms"])
+            assert td.inner_text().split()[0] == shown_ms(float(row["vela_inference_ms"]))
+            assert ("+CPU" in td.inner_text()) == (int(row["cpu_ops"]) > 0)
+        checked = 0
+        for board in ("alif-e8", "tiny-board"):
+            table = page.locator(f'table.glance[data-board="{board}"]')
+            models = {r["model"] for r in rows if r["board"] == board}
+            assert table.locator("tr[data-model]").count() == len(models)
+            for tr in table.locator("tr[data-cell]").all():
+                row = on_board[tr.get_attribute("data-cell"), board]
+                assert tr.get_attribute("data-model") == row["model"]
+                for td in tr.locator("td[data-field]").all():
+                    field, value, text = td.get_attribute("data-field"), td.get_attribute("data-value"), td.inner_text()
+                    assert float(value) == float(row[field]), (board, row["cell"], field)
+                    if field == "board_inference_ms":
+                        assert text.split()[0] == shown_ms(float(row[field]))
+                    elif field.startswith("fit_"):
+                        used = sizes[board][field.split("_")[1]] - float(row[field])
+                        assert text.startswith(f"{used:.1f} (margin {float(row[field]):.1f})"), text
+                    elif field == "cpu_ops":
+                        assert text == row["cpu_ops"]
+                    elif field == "top1_npu":
+                        assert text == f"{100 * float(row['top1_float']):.1f} → {100 * float(row['top1_npu']):.1f}"
+                    checked += 1
+                fits = tr.locator("td").nth(1).inner_text()
+                assert fits.startswith("yes" if row["fit"] == "fits" else "no"), fits
+        assert checked >= 20
+        page.screenshot(path=str(tmp_path / "first-screen.png"))
+        browser.close()
+
+
+def test_the_picks_say_the_same_as_before_in_their_tables(tiny_sweep):
+    """The tables replace the picks' sentences on the first screen, not their facts: every pick's
+    sentence (recommend.py, with every number) is behind its row, and the best time is marked."""
+    from ethosweep.results import recommend
+
+    rows = summary(tiny_sweep)
+    page = (tiny_sweep / "results/report/index.html").read_text()
+    boards = {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")}
+    sections = recommend.board_sections(rows, boards)
+    for section in sections:
+        for pick in section.picks:
+            assert html.escape(pick.text, quote=False).replace("'", "&#39;").replace('"', "&#34;") in page, pick.text
+    alif = page[page.index('data-board="alif-e8"') : page.index('data-board="tiny-board"')]
+    fastest = min((r for r in rows if r["board"] == "alif-e8"), key=lambda r: float(r["board_inference_ms"]))
+    best = re.search(r'<tr class="[^"]*" data-model="([^"]+)"[^>]*>(?:(?!</tr>).)*class="l time best"', alif, re.S)
+    assert best and best.group(1) == fastest["model"]
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium on PATH (apt-get install chromium)")

@@ -40,6 +40,7 @@ class Section:
     budget_ms: float | None
     picks: list[Pick] = field(default_factory=list)
     summary: str = ""  # "3 of 9 models fit"
+    board: str | None = None  # the board's name; None for the bare targets
 
     def as_dict(self) -> dict:
         return {
@@ -76,7 +77,9 @@ def board_sections(
     for name, board in boards.items():
         budget = (board_budgets or {}).get(name, budget_ms)
         mine = [r for r in rows if r.get("board") == name]
-        section = Section(f"{name} ({board.get('target', '')}, NPU at {_fmt(board.get('npu_clock_mhz'))} MHz)", budget)
+        section = Section(
+            f"{name} ({board.get('target', '')}, NPU at {_fmt(board.get('npu_clock_mhz'))} MHz)", budget, board=name
+        )
         models = list(dict.fromkeys(r["model"] for r in mine))
         for model in models:
             section.picks.append(board_pick(model, [r for r in mine if r["model"] == model], budget))

@@ -59,10 +59,20 @@ def closure(module: str) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
+def data_files(module: str) -> tuple[Path, ...]:
+    """The package data a module reads beside its source: the files of a templates/ folder next to
+    it (the report's Jinja2 templates and stylesheet), so that editing a template reruns its job."""
+    folder = module_path(module).parent / "templates"
+    return tuple(sorted(p for p in folder.rglob("*") if p.is_file())) if folder.is_dir() else ()
+
+
 def code_version(*modules: str) -> str:
-    """sha256 (shortened) over the source of the modules' import closures (a job running several
-    stages, in order, hashes them all)."""
+    """sha256 (shortened) over the source of the modules' import closures and their package data
+    (a job running several stages, in order, hashes them all)."""
     digest = hashlib.sha256()
-    for name in sorted(set().union(*(closure(m) for m in modules))):
+    names = sorted(set().union(*(closure(m) for m in modules)))
+    for name in names:
         digest.update(name.encode() + b"\0" + module_path(name).read_bytes() + b"\0")
+    for path in sorted(set().union(*(data_files(n) for n in names))):
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
