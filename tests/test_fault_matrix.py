@@ -539,7 +539,7 @@ def test_every_end_of_run_script_says_it_is_one():
 
 
 def test_a_failure_record_is_never_rendered_as_a_plot(tmp_path):
-    from ethosweep.results.report import read_plot
+    from ethosweep.results.report.figures import read_plot
     from ethosweep.runtime.errors import StageError
     from ethosweep.runtime.outcome import failure_record, write_failure
 

@@ -31,31 +31,33 @@ def rule_blocks() -> dict[str, str]:
     return blocks
 
 
-def script_targets(script: str) -> list[str]:
-    """The 'module:function' steps a workflow script hands to run_stage (one) or run_stages (in order)."""
-    tree = ast.parse((SCRIPTS / script).read_text())
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("run_stage", "run_stages")
-    ]
-    assert len(calls) == 1, f"{script}: one run_stage or run_stages call expected"
-    (call,) = calls
-    if call.func.id == "run_stage":
-        return [call.args[1].value]
-    return [step.elts[0].value for step in call.args[1:]]
+def rule_stages(body: str) -> list[str]:
+    """The 'module:function' steps a rule names in `params.stage` (one, or several run in order)."""
+    stage = re.search(r"^\s+stage=(.+),$", body, re.M)
+    return re.findall(r'"([\w.]+:\w+)"', stage.group(1)) if stage else []
 
 
 def stages() -> dict[str, tuple[list[str], list[str] | None]]:
-    """rule -> (the script's run_stage targets, the modules the rule's code param hashes)."""
+    """rule -> (the library functions it runs, the modules the rule's code param hashes)."""
     found = {}
     for rule, body in rule_blocks().items():
-        script = re.search(r'script:\s*\n\s*"\.\./scripts/(\w+\.py)"', body)
-        if script is None:
+        if not re.search(r'script:\s*\n\s*"\.\./scripts/stage\.py"', body):
             continue
         code = re.search(r"code=code_version\(([^)]*)\)", body)
         modules = re.findall(r'"([\w.]+)"', code.group(1)) if code else None
-        found[rule] = (script_targets(script.group(1)), modules)
+        found[rule] = (rule_stages(body), modules)
+    return found
+
+
+def signature(target: str) -> dict[str, bool]:
+    """A stage function's parameters -> whether it has a default (read, not imported: no torch)."""
+    module, _, function = target.partition(":")
+    tree = ast.parse(codeversion.module_path(module).read_text())
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    positional = node.args.args
+    defaults = [False] * (len(positional) - len(node.args.defaults)) + [True] * len(node.args.defaults)
+    found = dict(zip((a.arg for a in positional), defaults))
+    found |= {a.arg: d is not None for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)}
     return found
 
 
@@ -86,11 +88,63 @@ def test_every_rule_that_runs_code_has_a_code_param_naming_its_scripts_module():
     for rule, (targets, code) in found.items():
         modules = [target.partition(":")[0] for target in targets]
         assert code is not None, f"rule {rule} has no code=code_version(...) param"
-        assert code == modules, f"rule {rule}: its script runs {modules}, its code param hashes {code}"
+        assert code == modules, f"rule {rule}: it runs {modules}, its code param hashes {code}"
         for target in targets:
             module, _, function = target.partition(":")
             resolves = codeversion.module_path(module).exists() and defines(module, function)
             assert resolves, f"{rule}: {target} does not resolve"
+
+
+def test_every_rule_gives_its_functions_every_parameter_once_by_name():
+    """Every rule runs workflow/scripts/stage.py, and the job's items are bound to the function's
+    parameters by name (ethosweep.runtime.binding): checked here for every rule, the firmware and
+    FVP rules that never run on this machine included, as Snakemake itself parses the workflow."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings, ResourceSettings
+
+    from ethosweep.runtime.binding import JOB_ONLY, SPREAD
+
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1), snakefile=REPO / "Snakefile", workdir=REPO
+        )._workflow
+        rules = {rule.name: rule for rule in workflow.rules if "stage" in rule.params.keys()}
+    assert set(rules) == set(stages()) and len(rules) >= 20
+    settings = {"dataset", "classifier", "seed", "evaluation_samples", "random_samples", "min_agreement"}
+    for name, rule in rules.items():
+        given: dict[str, int] = {}
+        names = [*rule.input.keys(), *rule.output.keys(), "log", "threads"]
+        names += [k for k in rule.params.keys() if k not in JOB_ONLY | {SPREAD}]
+        names += sorted(settings) if SPREAD in rule.params.keys() else []
+        for item in names:
+            given[item] = given.get(item, 0) + 1
+        for wildcard in rule.wildcard_names:  # a fallback: an item of the same name is preferred
+            given.setdefault(wildcard, 1)
+        for target in rule_stages(rule_blocks()[name]):
+            for parameter, has_default in signature(target).items():
+                assert given.get(parameter, 0) <= 1, f"{name} gives {parameter} twice to {target}"
+                assert given.get(parameter) or has_default, f"{name} gives no {parameter}, which {target} needs"
+
+
+def test_binding_takes_lists_optional_files_and_settings_by_name():
+    from ethosweep.runtime.binding import BindingError, bind
+
+    def stage(summary: str, pte: list[str], weights: str | None = None, seed: int = 0, **settings):
+        return None
+
+    job = {
+        "input": {"pte": "a.pte", "weights": [], "model_file": "m.py"},
+        "output": {"summary": "s.csv"},
+        "params": {"stage": "x:y", "settings": {"seed": 3, "min_cosine": 0.9}},
+        "wildcards": {"model": "mnist"},
+        "log": "l.log",
+        "threads": 1,
+    }
+    assert bind(stage, job) == {"summary": "s.csv", "pte": ["a.pte"], "weights": None, "seed": 3, "min_cosine": 0.9}
+    with pytest.raises(BindingError, match="gives input.summary and output.summary"):
+        bind(stage, {**job, "input": {**job["input"], "summary": "x"}}, "rule r")
+    with pytest.raises(BindingError, match="gives no summary, which stage\\(\\) needs"):
+        bind(stage, {**job, "output": {}}, "rule r")
 
 
 def test_the_warm_worker_serves_exactly_the_stages_that_import_torch():
@@ -112,7 +166,7 @@ def test_closures_hold_what_each_stage_needs_and_no_more():
         assert not {"ethosweep.matrix.config", "ethosweep.matrix.boards", "ethosweep.matrix.targets"} & closure[stage]
     # only the stages that place a cell on a board read the boards module
     on_boards = {m for m, c in closure.items() if "ethosweep.matrix.boards" in c}
-    assert on_boards == {"deploy.deploy", "results.summary", "results.report"}
+    assert on_boards == {"deploy.deploy", "results.summary", "results.report.cells"}
     # nothing at run time expands the matrix: the Snakefile does, at parse time
     assert not [m for m, c in closure.items() if "ethosweep.matrix.config" in c]
     # the job machinery is below every stage: editing it reruns nothing

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import DOCS, REPO, typed
-from ethosweep.results import advice, report
-from ethosweep.results.report import pareto_front
+from ethosweep.results import advice
+from ethosweep.results.report import plots
+from ethosweep.results.report.figures import pareto_front
 from ethosweep.vela.partitions import read_per_layer, read_summary
 
 DATA = Path(__file__).parent / "data" / "vela"
@@ -68,7 +69,7 @@ def test_a_matrix_where_no_cell_compiled_still_gets_its_plots(tiny_sweep, tmp_pa
         writer.writeheader()
         writer.writerow(failed | {"status": "failed", "reason": "vela: Vela refused it"})
     outputs = {name: str(tmp_path / f"{name}.svg") for name in ("cycles", "fit", "roofline", "pareto")}
-    report.write_plots(str(summary), {}, outputs)
+    plots.write_plots(str(summary), {}, **outputs)
     for name in ("cycles", "roofline", "pareto"):
         assert "No cell compiled" in Path(outputs[name]).read_text()
 

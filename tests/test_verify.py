@@ -21,7 +21,7 @@ from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.compile.datasets import load_splits
 from ethosweep.compile.quantize import quantize_exported
 from ethosweep.verify import chain
-from ethosweep.verify.locate import is_exact
+from ethosweep.verify.layers import is_exact
 from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
 from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
@@ -456,7 +456,8 @@ def test_an_int32_accumulator_is_not_taken_for_the_int8_activation():
     int8 one (before, a ResNet-18 whose output was 2 steps off was flagged at 68,681,609 steps)."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed
 
-    from ethosweep.verify.locate import is_quantize, pair_activations
+    from ethosweep.verify.layers import is_quantize
+    from ethosweep.verify.pairing import pair_activations
 
     class AddThenQuantize(torch.nn.Module):
         def forward(self, a, b):
@@ -637,7 +638,7 @@ def test_a_healthy_mixer_block_is_ok_whatever_its_layer_norm_shows(tmp_path, sch
 
 
 def test_every_way_an_activation_is_accounted_for_names_a_test_that_exists():
-    from ethosweep.verify.locate import ACCOUNTED_FOR
+    from ethosweep.verify.accounted import ACCOUNTED_FOR
 
     for entry in ACCOUNTED_FOR:
         path, _, name = entry.test.partition("::")
@@ -682,7 +683,8 @@ def test_the_u85_profile_takes_the_u55_verification_where_both_verify_the_same_p
         },
     }
     shared = dict(quantize_meta=str(tmp_path / "u85.quantize.json"), delegation=str(lowered["u85"] / "delegation.json"))
-    u85 = verify(tmp_path, "u85", lowered["u85"], **shared, same_as=other)
+    shared |= {f"same_as_{key}": path for key, path in other.items()}  # as the workflow names them
+    u85 = verify(tmp_path, "u85", lowered["u85"], **shared)
     assert u85["same_as"].startswith("the u55 profile's verification")
     assert (tmp_path / "u85_io.pt").read_bytes() == (tmp_path / "u55_io.pt").read_bytes()
 
@@ -691,4 +693,4 @@ def test_the_u85_profile_takes_the_u55_verification_where_both_verify_the_same_p
     assert {k: v for k, v in alone.items() if k != "seconds"} == {k: v for k, v in u55.items() if k != "seconds"}
     # a quantization of its own: verified on its own
     quantize(tmp_path, "u85", profile="u85")
-    assert "same_as" not in verify(tmp_path, "u85", lowered["u85"], **shared, same_as=other)
+    assert "same_as" not in verify(tmp_path, "u85", lowered["u85"], **shared)

@@ -138,7 +138,7 @@ class LogHandler(LogHandlerBase):
         message = record.getMessage() if isinstance(record.msg, str) else ""
         if "is not valid JSON or YAML" not in message:
             return
-        from ethosweep.matrix.config import yaml_problems
+        from ethosweep.matrix.config_file import yaml_problems
 
         for problem in yaml_problems([*_configfiles_in(sys.argv), "config/config.yaml"]):
             self._print(f"ethosweep: the config does not parse: {problem}")

@@ -18,7 +18,8 @@ from ethosweep.runtime.packages import local_modules, model_versions, stage_vers
 from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
-from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files, schema_error
+from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files
+from ethosweep.matrix.config_file import schema_error
 from ethosweep.firmware.sdk import format_status as format_sdk_status
 from ethosweep.firmware.sdk import probe as probe_sdk
 

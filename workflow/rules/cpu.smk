@@ -10,7 +10,7 @@ rule lower_cpu:
     input:
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
-        dataset=model_dataset_files,
+        dataset_files=model_dataset_files,
     output:
         pte=f"results/cpu/{CPU_CELL}/model.pte",
         run_inputs=f"results/cpu/{CPU_CELL}/run_inputs.bin",
@@ -27,20 +27,21 @@ rule lower_cpu:
     resources:
         mem_mb=2000,
     params:
+        stage="ethosweep.compile.cortex_m:lower_cpu_cell",
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
         tools=stage_versions("ethosweep.compile.cortex_m"),
         code=code_version("ethosweep.compile.cortex_m"),
     script:
-        "../scripts/lower_cpu.py"
+        "../scripts/stage.py"
 
 
 rule build_executorch_cpu:
     input:
         sdk="results/firmware/sdk.json",
     output:
-        install=directory("results/firmware/executorch/{cpu}/install"),
+        install_dir=directory("results/firmware/executorch/{cpu}/install"),
         meta="results/firmware/executorch/{cpu}/build.json",
     log:
         "logs/firmware/executorch/{cpu}.log",
@@ -52,6 +53,7 @@ rule build_executorch_cpu:
     resources:
         mem_mb=4000,
     params:
+        stage="ethosweep.firmware.runner:build_executorch",
         executorch_src=SDK.components["executorch_src"].path,
         cmsis_nn=sdk_path("cmsis_nn_src"),
         # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
@@ -59,14 +61,14 @@ rule build_executorch_cpu:
         tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
-        "../scripts/build_executorch_cpu.py"
+        "../scripts/stage.py"
 
 
 rule build_cpu_runner:
     input:
-        install="results/firmware/executorch/{cpu}/install",
+        install_dir="results/firmware/executorch/{cpu}/install",
         pte=f"results/cpu/{CPU_CELL}/model.pte",
-        meta=f"results/cpu/{CPU_CELL}/lower.json",
+        lower_meta=f"results/cpu/{CPU_CELL}/lower.json",
     output:
         elf=ensure(f"results/cpu/{CPU_CELL}/runner.elf", non_empty=True),
         firmware=f"results/cpu/{CPU_CELL}/firmware.json",
@@ -80,11 +82,12 @@ rule build_cpu_runner:
     resources:
         mem_mb=1500,
     params:
+        stage="ethosweep.firmware.runner:build_cell_runner",
         executorch_src=SDK.components["executorch_src"].path,
         tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
-        "../scripts/build_cpu_runner.py"
+        "../scripts/stage.py"
 
 
 rule run_qemu:
@@ -108,12 +111,13 @@ rule run_qemu:
         # `--resources qemu=N` bounds the emulators running at once
         qemu=1,
     params:
+        stage="ethosweep.firmware.qemu:qemu_cell",
         qemu=SDK.components["qemu"].path,
         timelimit=config.get("sdk", {}).get("qemu_timelimit", 300),
         tools=stage_versions("ethosweep.firmware.qemu"),
         code=code_version("ethosweep.firmware.qemu"),
     script:
-        "../scripts/run_qemu.py"
+        "../scripts/stage.py"
 
 
 rule summarize_cpu:
@@ -129,10 +133,12 @@ rule summarize_cpu:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.cpu_summary:summarize",
+        aggregate=True,
         cells=[{"model": c.model, "quant": c.quant, "cpu": c.cpu} for c in SWEEP.cpu_cells],
         firmware_state=SDK.cpu_firmware_line(),
         qemu_state=SDK.qemu_line(),
         tools=stage_versions("ethosweep.results.cpu_summary"),
         code=code_version("ethosweep.results.cpu_summary"),
     script:
-        "../scripts/summarize_cpu.py"
+        "../scripts/stage.py"

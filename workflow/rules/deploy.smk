@@ -18,9 +18,11 @@ rule bundle_deployment:
     resources:
         mem_mb=500,
     params:
+        stage="ethosweep.deploy.deploy:bundle_deployment",
+        directories=["bundle"],
         board=board_params,
         cell=cell_params,
         tools=stage_versions("ethosweep.deploy.deploy"),
         code=code_version("ethosweep.deploy.deploy"),
     script:
-        "../scripts/deploy.py"
+        "../scripts/stage.py"

@@ -21,9 +21,10 @@ rule export_model:
         # torch + ExecuTorch in one process: ~1 GiB for MobileNetV2-sized models
         mem_mb=2000,
     params:
+        stage="ethosweep.compile.export:export_model",
         model=model_params,
         seed=SWEEP.seed,
         tools=model_tools("ethosweep.compile.export"),
         code=code_version("ethosweep.compile.export"),
     script:
-        "../scripts/export.py"
+        "../scripts/stage.py"

@@ -11,13 +11,14 @@ rule check_sdk:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.firmware.sdk:write_check",
         # found at parse time (filesystem and PATH): a part appearing or going reruns this
-        sdk=SDK.as_json(),
+        sdk_status=SDK.as_json(),
         text=format_sdk_status(SDK),
         tools=stage_versions("ethosweep.firmware.sdk"),
         code=code_version("ethosweep.firmware.sdk"),
     script:
-        "../scripts/check_sdk.py"
+        "../scripts/stage.py"
 
 
 rule plan_firmware:
@@ -38,13 +39,15 @@ rule plan_firmware:
     resources:
         mem_mb=1500,
     params:
+        stage="ethosweep.firmware.executor_runner:plan_runner",
+        aggregate=True,
         cells=lambda wildcards: [c.id for c in runner_cells(wildcards)],
         sdk_config=config.get("sdk", {}),
         bundleio=numerics("bundleio"),
         tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
-        "../scripts/plan_firmware.py"
+        "../scripts/stage.py"
 
 
 rule build_firmware:
@@ -63,10 +66,11 @@ rule build_firmware:
     resources:
         mem_mb=3000,
     params:
+        stage="ethosweep.firmware.executor_runner:build_executor_runner",
         tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
-        "../scripts/build_firmware.py"
+        "../scripts/stage.py"
 
 
 rule run_fvp:
@@ -89,11 +93,12 @@ rule run_fvp:
         # `--resources fvp=N` bounds the simulators running at once
         fvp=1,
     params:
-        timelimit=config.get("sdk", {}).get("fvp_timelimit", 600),
+        stage="ethosweep.firmware.executor_runner:run_on_fvp",
+        timelimit_s=config.get("sdk", {}).get("fvp_timelimit", 600),
         tools=stage_versions("ethosweep.firmware.executor_runner"),
         code=code_version("ethosweep.firmware.executor_runner"),
     script:
-        "../scripts/run_fvp.py"
+        "../scripts/stage.py"
 
 
 # ethosweep's own runner with ExecuTorch's Ethos-U delegate and the Ethos-U core driver, per
@@ -101,9 +106,9 @@ rule run_fvp:
 # checks the fit where Arm's core_platform is absent; it runs only on the FVP or hardware.
 rule link_npu_runner:
     input:
-        install="results/firmware/executorch/cortex-m55/install",
+        install_dir="results/firmware/executorch/cortex-m55/install",
         pte=f"{COMPILED}/model.pte",
-        meta=f"{COMPILED}/compile.json",
+        compile_meta=f"{COMPILED}/compile.json",
         plan=FIRMWARE_PLAN,
     output:
         elf=ensure(f"{NPU_RUNNER}/runner.elf", non_empty=True),
@@ -118,6 +123,7 @@ rule link_npu_runner:
     resources:
         mem_mb=1500,
     params:
+        stage="ethosweep.firmware.runner:build_npu_cell_runner",
         cell=lambda wildcards: cell_of(wildcards).id,
         executorch_src=SDK.components["executorch_src"].path,
         driver=SDK.components["ethos_u_driver"].path,
@@ -125,4 +131,4 @@ rule link_npu_runner:
         tools=stage_versions("ethosweep.firmware.runner"),
         code=code_version("ethosweep.firmware.runner"),
     script:
-        "../scripts/link_npu_runner.py"
+        "../scripts/stage.py"

@@ -6,7 +6,7 @@ rule lower_to_tosa:
         quantized=f"results/quantize/{PROFILE}/quantized.pt2",
     output:
         template=ensure(f"{LOWERED}/template.pte", non_empty=True),
-        tosa=directory(f"{LOWERED}/tosa"),
+        tosa_dir=directory(f"{LOWERED}/tosa"),
         edge=f"{LOWERED}/edge.pt2",
         delegation=f"{LOWERED}/delegation.json",
         tosa_sources=f"{LOWERED}/tosa_sources.json",
@@ -23,9 +23,11 @@ rule lower_to_tosa:
         # lowering MobileNetV2 peaks at ~1.1 GiB resident
         mem_mb=2000,
     params:
+        stage="ethosweep.compile.lower:lower_to_tosa",
+        directories=["tosa_dir"],
         # operators the model's config keeps on the CPU (the partitioner's operator-support checks)
         keep_on_cpu=model_keep_on_cpu,
         tools=stage_versions("ethosweep.compile.lower"),
         code=code_version("ethosweep.compile.lower"),
     script:
-        "../scripts/lower.py"
+        "../scripts/stage.py"

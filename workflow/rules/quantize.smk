@@ -8,7 +8,7 @@ rule quantize_model:
         unpack(quantization_to_share),
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
-        dataset=model_dataset_files,
+        dataset_files=model_dataset_files,
     output:
         quantized="results/quantize/{model}/{quant}/{tosa_profile}/quantized.pt2",
         meta="results/quantize/{model}/{quant}/{tosa_profile}/quantize.json",
@@ -23,10 +23,12 @@ rule quantize_model:
     resources:
         mem_mb=2000,
     params:
+        stage="ethosweep.compile.quantize:quantize_model",
+        reads_failures=["same_as_quantized", "same_as_meta"],
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,
         tools=stage_versions("ethosweep.compile.quantize"),
         code=code_version("ethosweep.compile.quantize"),
     script:
-        "../scripts/quantize.py"
+        "../scripts/stage.py"

@@ -32,11 +32,13 @@ rule report_cells:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.report.cells:write_cell_reports",
+        aggregate=True,
         cells=[cell_record(c) for c in SWEEP.cells],
-        tools=stage_versions("ethosweep.results.report"),
-        code=code_version("ethosweep.results.report"),
+        tools=stage_versions("ethosweep.results.report.cells"),
+        code=code_version("ethosweep.results.report.cells"),
     script:
-        "../scripts/report_cells.py"
+        "../scripts/stage.py"
 
 
 rule report_plots:
@@ -72,11 +74,13 @@ rule report_plots:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.report.plots:write_plots",
+        aggregate=True,
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
-        tools=stage_versions("ethosweep.results.report"),
-        code=code_version("ethosweep.results.report"),
+        tools=stage_versions("ethosweep.results.report.plots"),
+        code=code_version("ethosweep.results.report.plots"),
     script:
-        "../scripts/report_plots.py"
+        "../scripts/stage.py"
 
 
 # The operator map: which operators of the zoo run where, per NPU family and scheme (see
@@ -96,12 +100,14 @@ rule map_operators:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.operators:write_operator_map",
+        aggregate=True,
         profiles=[{"model": m, "quant": q, "profile": p} for m, q, p in SWEEP.quantize_keys()],
         cells=[cell_record(c) for c in SWEEP.cells],
         tools=stage_versions("ethosweep.results.operators"),
         code=code_version("ethosweep.results.operators"),
     script:
-        "../scripts/map_operators.py"
+        "../scripts/stage.py"
 
 
 rule report_index:
@@ -132,13 +138,15 @@ rule report_index:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.report.index:write_index",
+        aggregate=True,
         cells=[cell_record(c) for c in SWEEP.cells],
-        sweep=SWEEP.describe().removeprefix("ethosweep: "),
+        sweep_text=SWEEP.describe().removeprefix("ethosweep: "),
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
         latency_budget_ms=report_setting("latency_budget_ms", None),
         board_latency_budget_ms=report_setting("board_latency_budget_ms", {}),
         opens_on=report_setting("opens_on", "pick"),
-        tools=stage_versions("ethosweep.results.report"),
-        code=code_version("ethosweep.results.report"),
+        tools=stage_versions("ethosweep.results.report.index"),
+        code=code_version("ethosweep.results.report.index"),
     script:
-        "../scripts/report_index.py"
+        "../scripts/stage.py"

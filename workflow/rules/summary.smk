@@ -21,6 +21,8 @@ rule summarize_sweep:
     conda:
         "../../envs/ethosweep.yaml"
     params:
+        stage="ethosweep.results.summary:summarize",
+        aggregate=True,
         cells=[cell_record(c) for c in SWEEP.cells],
         fvp_cells=[c.id for c in fvp_cells()],
         npu_runner_cells=[c.id for c in npu_runner_cells()],
@@ -28,4 +30,4 @@ rule summarize_sweep:
         tools=stage_versions("ethosweep.results.summary"),
         code=code_version("ethosweep.results.summary"),
     script:
-        "../scripts/summary.py"
+        "../scripts/stage.py"

@@ -4,7 +4,7 @@ rule train_model:
         model_file=model_source_file,
         # files the model's code reads (`reads:` in the config)
         reads=model_reads,
-        dataset=model_dataset_files,
+        dataset_files=model_dataset_files,
     output:
         weights="results/train/{model}/weights.pt",
         meta="results/train/{model}/train.json",
@@ -19,6 +19,7 @@ rule train_model:
     resources:
         mem_mb=2000,
     params:
+        stage="ethosweep.compile.train:train_model",
         model=model_params,
         seed=SWEEP.seed,
         dataset=model_dataset,
@@ -26,4 +27,4 @@ rule train_model:
         tools=model_tools("ethosweep.compile.train"),
         code=code_version("ethosweep.compile.train"),
     script:
-        "../scripts/train.py"
+        "../scripts/stage.py"

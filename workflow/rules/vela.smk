@@ -17,10 +17,12 @@ rule install_vela:
     resources:
         mem_mb=1000,
     params:
+        stage="ethosweep.vela.environment:create_environment",
+        directories=["venv"],
         tools=stage_versions("ethosweep.vela.environment"),
         code=code_version("ethosweep.vela.environment"),
     script:
-        "../scripts/install_vela.py"
+        "../scripts/stage.py"
 
 
 # Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
@@ -58,6 +60,7 @@ rule compile_with_vela:
         # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
         mem_mb=1500,
     params:
+        stage=["ethosweep.vela.compile:compile_cell", "ethosweep.deploy.header:write_header"],
         vela=cell_vela_options,
         repro=cell_repro_folder,
         symbol=header_symbol,
@@ -67,4 +70,4 @@ rule compile_with_vela:
         tools=vela_tools("ethosweep.vela.compile", "ethosweep.deploy.header"),
         code=code_version("ethosweep.vela.compile", "ethosweep.deploy.header"),
     script:
-        "../scripts/vela.py"
+        "../scripts/stage.py"

@@ -14,7 +14,7 @@ rule verify_numerics:
         edge=f"{LOWERED}/edge.pt2",
         lower_meta=f"{LOWERED}/lower.json",
         tosa_sources=f"{LOWERED}/tosa_sources.json",
-        dataset=model_dataset_files,
+        dataset_files=model_dataset_files,
     output:
         report=f"{VERIFY}/verify.json",
         bundle_io=f"{VERIFY}/bundle_io.pt",
@@ -29,13 +29,17 @@ rule verify_numerics:
     resources:
         mem_mb=2000,
     params:
+        stage="ethosweep.verify.numerics:verify_numerics",
+        reads_failures=[
+            f"same_as_{name}" for name in ("report", "bundle_io", "lower_meta", "tosa_sources", "delegation")
+        ],
         # the model's data and every numerics setting (common.smk): a change to one reruns this
         settings=verify_settings,
         repro=verify_repro_folder,
         tools=stage_versions("ethosweep.verify.numerics"),
         code=code_version("ethosweep.verify.numerics"),
     script:
-        "../scripts/verify.py"
+        "../scripts/stage.py"
 
 
 # The cells of a profile that fell back (Vela refused operators, kept on the CPU: vela.fallback)
@@ -47,7 +51,7 @@ rule verify_fallbacks:
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
         quantized=f"results/quantize/{PROFILE}/quantized.pt2",
-        dataset=model_dataset_files,
+        dataset_files=model_dataset_files,
     output:
         report=f"{VERIFY}/fallbacks.json",
     log:
@@ -61,12 +65,13 @@ rule verify_fallbacks:
     resources:
         mem_mb=2000,
     params:
+        stage="ethosweep.verify.numerics:verify_fallbacks",
         cells=profile_cell_ids,
         settings=verify_settings,
         tools=stage_versions("ethosweep.verify.numerics"),
         code=code_version("ethosweep.verify.numerics"),
     script:
-        "../scripts/verify_fallbacks.py"
+        "../scripts/stage.py"
 
 
 # Only requested with `numerics: {bundleio: true}`.
@@ -89,7 +94,8 @@ rule bundle_program:
     resources:
         mem_mb=1000,
     params:
+        stage="ethosweep.deploy.bundle:bundle_program",
         tools=stage_versions("ethosweep.deploy.bundle"),
         code=code_version("ethosweep.deploy.bundle"),
     script:
-        "../scripts/bundle.py"
+        "../scripts/stage.py"

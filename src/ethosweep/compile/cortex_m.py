@@ -110,7 +110,7 @@ def lower_cpu_cell(
     program: str,
     inputs: str,
     cpu: str,
-    scheme: str,
+    quant: str,
     pte: str,
     run_inputs: str,
     reference: str,
@@ -120,6 +120,7 @@ def lower_cpu_cell(
     seed: int = 0,
 ) -> dict:
     """Lower one model for one CPU; write the .pte, the run input bytes, the reference and metadata."""
+    scheme = quant  # the workflow's name (runtime.binding)
     if cpu not in CPU_TARGETS:
         raise StageError(f"unknown CPU target {cpu!r}; allowed: {', '.join(CPU_TARGETS)}")
     if scheme not in CPU_SCHEMES:

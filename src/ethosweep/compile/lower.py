@@ -44,7 +44,7 @@ ALSO_RUNS = ("tosa-tools",)
 
 def lower_to_tosa(
     quantized: str,
-    profile: str,
+    tosa_profile: str,
     template: str,
     tosa_dir: str,
     edge: str,
@@ -56,6 +56,7 @@ def lower_to_tosa(
     """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
     the edge program, the delegation table and metadata. `keep_on_cpu`: what the model's config
     keeps on the CPU (keep_on_cpu_checks)."""
+    profile = tosa_profile  # the workflow's name (runtime.binding)
     from pathlib import Path
 
     started = time.perf_counter()

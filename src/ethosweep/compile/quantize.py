@@ -88,8 +88,8 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_s
 def quantize_model(
     program: str,
     inputs: str,
-    scheme: str,
-    profile: str,
+    quant: str,
+    tosa_profile: str,
     quantized: str,
     meta: str,
     dataset=None,
@@ -100,6 +100,7 @@ def quantize_model(
 ) -> dict:
     """Quantize the exported program of one model for one scheme and TOSA profile; with another
     profile's program and record (`same_as_*`), take that program where it is this one's."""
+    scheme, profile = quant, tosa_profile  # the workflow's names (runtime.binding)
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
     calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)

@@ -184,8 +184,9 @@ def run_in_qemu(elf, pte, run_inputs, timeout: int, qemu: str = QEMU) -> tuple[d
     return parsed, raw, text
 
 
-def qemu_cell(elf, pte, run_inputs, reference, run_json, log_out, timeout: int = 300, qemu: str = QEMU) -> dict:
+def qemu_cell(elf, pte, run_inputs, reference, run, console, timelimit: int = 300, qemu: str = QEMU) -> dict:
     """Run one CPU-only cell in QEMU and check its outputs against the reference."""
+    run_json, log_out, timeout = run, console, timelimit  # the workflow's names (runtime.binding)
     import torch
 
     parsed, raw, text = run_in_qemu(elf, pte, run_inputs, timeout, qemu)

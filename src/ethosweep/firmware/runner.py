@@ -125,12 +125,13 @@ def build_executorch(
     install_dir,
     meta,
     log,
-    jobs: int = 2,
+    threads: int = 2,
     cmsis_nn: str | None = None,
     python: str | None = None,
 ) -> dict:
     """The ExecuTorch job: configure, build and install the bare-metal libraries for one CPU.
     The build folder sits next to the install folder, so a rerun is incremental."""
+    jobs = threads  # the workflow's name (runtime.binding)
     import sys
 
     started = time.monotonic()

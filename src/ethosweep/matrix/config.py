@@ -167,31 +167,6 @@ class Sweep:
         return text
 
 
-def yaml_problems(paths: Iterable[str | Path]) -> list[str]:
-    """'config/config.yaml, line 2, column 3: expected ',' or '}', but got '<scalar>'': where each of
-    `paths` (config files) fails to parse, for the one that does not (Snakemake's own message names
-    neither the file nor the line). Files that parse, or do not exist, say nothing."""
-    import yaml
-
-    problems = []
-    for path in dict.fromkeys(map(str, paths)):
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError:
-            continue
-        try:
-            yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            said = getattr(error, "problem", None) or str(error)
-            context, started = getattr(error, "context", None), getattr(error, "context_mark", None)
-            if context and started is not None and started is not mark:
-                said += f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
-            problems.append(f"{path}{where}: {said}")
-    return problems
-
-
 def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
     """The user files a dataset reads: inputs of the rules that use it, so edits rerun them."""
     if not isinstance(dataset, dict) or "path" not in dataset:
@@ -200,41 +175,6 @@ def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
     if path.is_dir():
         return sorted(str(p.relative_to(base_dir)) for p in path.rglob("*") if p.suffix in (".pt", ".npz"))
     return [dataset["path"]]
-
-
-def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:
-    """The config's most relevant schema violation as one line naming the key, or None.
-
-    Snakemake's validate() reports a violation with a dump of the schema; this
-    says the same in the form the rest of ethosweep's config errors use.
-    """
-    import jsonschema
-    import yaml
-
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
-    if error is None:
-        return None
-    where = _json_path(error.absolute_path) or "config"
-    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
-    if error.validator == "additionalProperties":
-        allowed = ", ".join(error.schema.get("properties", {}))
-        return f"{where}: {error.message}; allowed keys: {allowed}"
-    return f"{where}: {error.message}" + (f" ({_first_sentence(hint)})" if hint else "")
-
-
-def _first_sentence(text: str) -> str:
-    text = " ".join(text.split())
-    end = text.find(". ")
-    return text if end < 0 else text[:end]
-
-
-def _json_path(parts) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
 
 
 def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir: Path | str | None = None) -> Sweep:

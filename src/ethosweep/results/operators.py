@@ -297,21 +297,21 @@ def _compiled_instead(models: list[str], profile: str, quant: str, compiled: set
 
 
 def write_operator_map(
-    keys: list[dict],
+    profiles: list[dict],
     delegation: list[str],
     cells: list[dict],
     vela_summary: list[str],
     operators: str,
     models: str,
 ) -> None:
-    """The stage: `keys` ({model, quant, profile}) and `delegation` (their tables) in order; `cells` and
+    """The stage: `profiles` ({model, quant, profile}) and `delegation` (their tables) in order; `cells` and
     `vela_summary` in order (each model's MACs on the NPU: Vela's, the same for every cell of a
     profile, taken from its first cell that compiled). A lowering that failed has no table; a
     cell whose Vela run failed carries its record (ethosweep.runtime.outcome), and Vela's
     refusals become rows of their own."""
     entries = [
         {**key, "delegation": read_json(path)}
-        for key, path in zip(keys, delegation, strict=True)
+        for key, path in zip(profiles, delegation, strict=True)
         if failure_of(path) is None
     ]
     macs: dict[tuple, int] = {}

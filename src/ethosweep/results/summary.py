@@ -558,16 +558,20 @@ def summarize(
     summary: str,
     fallback_report: list[str] | None = None,
     firmware_plan: list[str] | None = None,
-    fvp_run: dict[str, str] | None = None,
-    npu_runner: dict[str, str] | None = None,
+    fvp_run: list[str] | None = None,
+    npu_runner: list[str] | None = None,
     npu_runner_state: list[str] | None = None,
+    fvp_cells: list[str] | None = None,
+    npu_runner_cells: list[str] | None = None,
 ) -> list[dict]:
-    """Write results/summary.csv from every cell's stage outputs (lists in matrix order;
-    `fvp_run` by cell id, for the cells that ran on an FVP)."""
+    """Write results/summary.csv from every cell's stage outputs (lists in matrix order; `fvp_run`
+    and `npu_runner` for the cells that ran on an FVP or linked a runner, `fvp_cells` and
+    `npu_runner_cells` their ids)."""
     plans = firmware_plan or [None] * len(cells)
     verify_report = verify_report or [None] * len(cells)  # numerics.verify off
     fallback_report = fallback_report or [None] * len(cells)
-    fvp_run = fvp_run or {}
+    fvp_run = dict(zip(fvp_cells or [], fvp_run or [], strict=True))
+    npu_runner = dict(zip(npu_runner_cells or [], npu_runner or [], strict=True))
     states = npu_runner_state or [None] * len(cells)
     rows = []
     for cell, plan, state, *paths in zip(
@@ -588,7 +592,7 @@ def summarize(
         if record is not None:
             rows += failed_rows(cell, record)
             continue
-        extra, run, linked = {}, fvp_run.get(cell_id(cell)), (npu_runner or {}).get(cell_id(cell))
+        extra, run, linked = {}, fvp_run.get(cell_id(cell)), npu_runner.get(cell_id(cell))
         if plan is not None:
             extra = firmware_columns(read_json(plan), run)
         if state is not None:

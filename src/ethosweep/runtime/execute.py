@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from ethosweep.runtime.binding import bind
 from ethosweep.runtime.errors import FAILURE_PREFIX, Fault, StageError, Stopped, fault_of, kept, reproduced
 from ethosweep.runtime.provenance import tool_versions
 from ethosweep.runtime.supervise import Limits, run_supervised
@@ -82,7 +83,9 @@ def run_here(request: dict[str, Any]) -> dict[str, Any]:
     _configure_logging()
     for step in request["steps"]:
         try:
-            resolve(step["ref"])(**step["kwargs"])
+            function = resolve(step["ref"])
+            bound = bind(function, step["job"], request.get("rule", "the rule")) if step.get("job") else {}
+            function(**bound, **step["kwargs"])
         except (Exception, SystemExit, KeyboardInterrupt, Stopped) as error:  # noqa: BLE001 - reported alike
             if not isinstance(error, StageError):
                 traceback.print_exc()

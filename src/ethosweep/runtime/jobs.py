@@ -1,10 +1,10 @@
 """Running one stage of one cell as a Snakemake job.
 
-The thin scripts in workflow/scripts/ call `run_stage` with the library
-function to run and plain keyword arguments read from `snakemake.input`,
-`.output` and `.params` (or `run_stages` with several such steps, run in order
-in one job: a cell's .pte and its C header are written by one job, because a
-job of its own cost a cell as much as Vela does). This module owns what every
+Every rule runs workflow/scripts/stage.py, which calls `run_rule`: the rule names its library
+function in `params.stage`, and the job's named inputs, outputs, params and wildcards are bound to
+the function's parameters by name (ethosweep.runtime.binding). A rule may name several functions,
+run in order in one job: a cell's .pte and its C header are written by one job, because a job of
+its own cost a cell as much as Vela does. This module owns what every
 job needs: its output and Python logging go to the job's log file, and a failure ends in one line on
 the terminal that names the stage, the cell and the cause (with the log's path
 for the traceback). Then either the failure is an outcome of the job's inputs (a broken model, a
@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from ethosweep.runtime.binding import job_items
 from ethosweep.runtime.outcome import describe, failure_record, first_failure, stage_of_log, write_failure
 
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
@@ -52,6 +53,23 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/@vela-", "@vela-")
 
 
+def run_rule(smk: Any) -> None:
+    """Run the library function the rule names in `params.stage` (or each of a list, in order) with
+    the job's named items bound to its parameters by name (ethosweep.runtime.binding). The rule's
+    `params` may also say how the job ends (see run_stages): `directories` (names of directory
+    outputs), `aggregate`, `reads_failures` (names of inputs)."""
+    stage = smk.params.stage
+    job = job_items(smk)
+    run_stages(
+        smk,
+        *[(ref, {}) for ref in ([stage] if isinstance(stage, str) else stage)],
+        directories=[str(smk.output[name]) for name in smk.params.get("directories", [])],
+        aggregate=bool(smk.params.get("aggregate", False)),
+        reads_failures=smk.params.get("reads_failures", ()),
+        job=job,
+    )
+
+
 def run_stage(
     smk: Any,
     ref: str,
@@ -71,6 +89,7 @@ def run_stages(
     directories: Sequence[str] = (),
     aggregate: bool = False,
     reads_failures: Sequence[str] = (),
+    job: dict[str, Any] | None = None,
 ) -> None:
     """Run each (library function, kwargs) step in order for the Snakemake job `smk`: one log,
     one supervised process; the first failing step ends the job.
@@ -80,7 +99,9 @@ def run_stages(
     other failure fails the job. A job whose input is a record passes it on without running, unless
     it is an `aggregate` (summary, report, firmware plan) that reads every cell's outcome itself;
     an aggregate's own failure is never recorded (the end of a run describes every cell, or fails).
-    `reads_failures`: names of inputs the stage reads itself, record or not (it does without them)."""
+    `reads_failures`: names of inputs the stage reads itself, record or not (it does without them).
+    `job`: the job's items (ethosweep.runtime.binding.job_items), bound to each step's function by
+    name where it runs, besides the step's own kwargs."""
     label = describe_job(smk.rule, dict(smk.wildcards.items()))
     if not aggregate:
         upstream = first_failure(_job_inputs(smk, reads_failures))
@@ -88,7 +109,7 @@ def run_stages(
             _pass_on(smk, upstream, directories, label)
             return
     request = {
-        "steps": [{"ref": ref, "kwargs": kwargs} for ref, kwargs in steps],
+        "steps": [{"ref": ref, "kwargs": kwargs, "job": job} for ref, kwargs in steps],
         "log": str(smk.log[0]),
         "label": label,
         "rule": smk.rule,

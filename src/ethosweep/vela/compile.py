@@ -221,7 +221,7 @@ def compile_cell(
     quantized: str | None = None,
     profile: str | None = None,
     keep_on_cpu: list[dict] = (),
-    fallback: bool = True,
+    fallback: bool | None = None,
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
@@ -231,10 +231,11 @@ def compile_cell(
     `tosa_sources`: the lower stage's record of where each TOSA tensor comes from, to name the
     operators Vela refuses in the model's terms (ethosweep.vela.refusals).
     `quantized`, `profile`, `keep_on_cpu`, `fallback`: when Vela refuses operators and `fallback`
-    is on, the quantized program is lowered again for the profile with them kept on the CPU (beside
-    what the model's config keeps there), and the cell compiles from that lowering
-    (ethosweep.vela.fallback).
+    is on (default: the cell's `vela.fallback`, on unless the config turns it off), the quantized
+    program is lowered again for the profile with them kept on the CPU (beside what the model's
+    config keeps there), and the cell compiles from that lowering (ethosweep.vela.fallback).
     """
+    fallback = vela.get("fallback", True) if fallback is None else fallback
     environment = _vela_environment(vela_env, vela_version)
     versions = {**tool_versions(), "vela": vela_version or tool_versions()["vela"]}
     lowered = read_json(lower_meta)

@@ -89,12 +89,13 @@ def _uv_message(text: str) -> str:
     return "; ".join(line for line in lines if line and not line.startswith("hint:"))[:400]
 
 
-def create_environment(version: str, venv: str, lock: str, env_json: str, python: str | None = None) -> dict:
+def create_environment(vela_version: str, venv: str, lock: str, env: str, python: str | None = None) -> dict:
     """Make `venv` an environment with ethos-u-vela==`version`, locked in `lock` (see the module
     docstring).
 
     `python`: the interpreter the environment is made for (default: this one, so the other Vela
     runs on the same Python as the installed one)."""
+    version, env_json = vela_version, env  # the workflow's names (runtime.binding)
     uv = find_uv()
     python = python or sys.executable
     requirement = f"{DISTRIBUTION}=={version}"

@@ -66,8 +66,8 @@ def quantize(
     quantize_model(
         program=str(folder / "program.pt2"),
         inputs=str(folder / "inputs.pt"),
-        scheme=scheme,
-        profile=profile,
+        quant=scheme,
+        tosa_profile=profile,
         quantized=str(quantized),
         meta=str(folder / f"{name}.quantize.json"),
         dataset=dataset,
@@ -84,7 +84,7 @@ def lower(folder: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict]
     lowered = folder / (into or f"{name}_lowered")
     lower_to_tosa(
         quantized=str(folder / f"{name}.pt2"),
-        profile=profile,
+        tosa_profile=profile,
         template=str(lowered / "template.pte"),
         tosa_dir=str(lowered / "tosa"),
         edge=str(lowered / "edge.pt2"),

@@ -14,7 +14,7 @@ import math
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.verify.locate import activation_bits, is_dequantize, is_quantize, layer_sources, operator_kind
+from ethosweep.verify.layers import activation_bits, is_dequantize, is_quantize, layer_sources, operator_kind
 from ethosweep.verify.verdicts import Thresholds
 
 

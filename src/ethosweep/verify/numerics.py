@@ -193,6 +193,11 @@ def _take_verification(other: dict, profile: str, report: str, bundle_io: str, s
     return record
 
 
+def _other_profile(**paths: str | None) -> dict | None:
+    """The other profile's verification files, if the workflow gives them (all or none)."""
+    return paths if all(paths.values()) else None
+
+
 def verify_numerics(
     program: str,
     quantized: str,
@@ -215,18 +220,29 @@ def verify_numerics(
     max_error_steps_int16: dict | None = None,
     quantize_meta: str | None = None,
     delegation: str | None = None,
-    same_as: dict | None = None,
+    same_as_report: str | None = None,
+    same_as_bundle_io: str | None = None,
+    same_as_lower_meta: str | None = None,
+    same_as_tosa_sources: str | None = None,
+    same_as_delegation: str | None = None,
     repro: str | None = None,
     max_random_samples: int = 400,
 ) -> dict:
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate).
-    `same_as`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
+    `same_as_*`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
     delegation), taken where it verified the same thing (see profile_verified_alike). `repro`: where a
     crash of the TOSA reference model leaves its reproducer (default: `repro/` beside the report).
     `max_random_samples`: how many random inputs (a model without a dataset, or `dataset: random`) may
     be drawn for every check to decide (ethosweep.verify.verdicts)."""
     started = time.perf_counter()
+    same_as = _other_profile(
+        report=same_as_report,
+        bundle_io=same_as_bundle_io,
+        lower_meta=same_as_lower_meta,
+        tosa_sources=same_as_tosa_sources,
+        delegation=same_as_delegation,
+    )
     alike = same_as and profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, same_as)
     if alike:
         return _take_verification(same_as, alike, report, bundle_io, started)
@@ -395,7 +411,7 @@ def _locate(npu_module, quant_module, sample: tuple, tensor_sources: list) -> di
 
 def cpu_operators(npu_module) -> frozenset[str]:
     """The operators the lowered program runs on the CPU, by name ('avg_pool2d')."""
-    from ethosweep.verify.locate import operator_name
+    from ethosweep.verify.layers import operator_name
 
     return frozenset(
         operator_name(n.target)
@@ -436,20 +452,31 @@ def untrained_weights(state_dict: dict) -> str:
 # ---- cells that fell back ----------------------------------------------------------------------
 
 
-def verify_fallbacks(cells: list[str], compile_meta: list[str], profile: str, report: str, **settings) -> dict:
+def verify_fallbacks(
+    cells: list[str],
+    compile_meta: list[str],
+    tosa_profile: str,
+    report: str,
+    program: str,
+    quantized: str,
+    inputs: str,
+    **settings,
+) -> dict:
     """Verify the lowerings the profile's fallback cells compiled from (what Vela refused kept on the
     CPU: ethosweep.vela.fallback), as verify_numerics verifies the profile's own: the NPU partitions on
     the TOSA reference model, the operators on the CPU in PyTorch as the program runs them, against the
     quantized model and float. One verification per distinct set of kept operators (cells whose Vela
     refused the same parts share it); none, and no lowering, for a profile whose cells did not fall
-    back. `cells` (ids) and `compile_meta` in order; `settings`: verify_numerics's keyword arguments
-    (program, quantized, inputs, the numerics settings)."""
+    back. `cells` (ids) and `compile_meta` in order; `settings`: the numerics settings verify_numerics
+    takes (the model's data, thresholds, sample counts)."""
+    profile = tosa_profile  # the workflow's name (runtime.binding)
     lowerings: dict[str, dict] = {}
     for cell, path in zip(cells, compile_meta, strict=True):
         fallback = read_json(path).get("fallback") if failure_of(path) is None else None
         if fallback:
             key = json.dumps(fallback["keep_on_cpu"], sort_keys=True)
             lowerings.setdefault(key, {"keep_on_cpu": fallback["keep_on_cpu"], "cells": []})["cells"].append(cell)
+    settings = {"program": program, "quantized": quantized, "inputs": inputs, **settings}
     verifications = [_verify_lowering(entry, profile, settings) for entry in lowerings.values()]
     record = {"verifications": verifications, "versions": tool_versions()}
     write_json(report, record)

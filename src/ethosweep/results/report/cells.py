@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results import advice as adv
+from ethosweep.results.report.figures import inline_svg, plot_layer_errors
 from ethosweep.results.report.glance import anchor
-from ethosweep.results.report.plots import inline_svg, plot_layer_errors
 from ethosweep.results.report.render import render
 from ethosweep.results.table import (
     NOT_VERIFIED,

@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ethosweep.results.report import glance
-from ethosweep.results.report.plots import CAPTIONS, PLOTS, inline_svg, read_plot
+from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_plot
 from ethosweep.results.report.render import block, fmt, render
 from ethosweep.results.table import (
     NOT_VERIFIED,
@@ -262,28 +262,43 @@ def render_index(
 
 def write_index(
     summary: str,
-    plots: dict[str, str],
+    cycles: str,
+    fit: str,
+    roofline: str,
+    pareto: str,
     cells: list[dict],
     cell_pages: str,
     sweep_text: str,
     index: str,
     cpu_summary: str | None = None,
     boards: dict[str, dict] | None = None,
-    budget_ms: float | None = None,
-    board_budgets: dict[str, float] | None = None,
-    per_layer: dict[str, str] | None = None,
+    latency_budget_ms: float | None = None,
+    board_latency_budget_ms: dict[str, float] | None = None,
+    per_layer: list[str] | None = None,
     operators: str | None = None,
     operator_models: str | None = None,
     opens_on: str = "pick",
 ) -> None:
+    """The page, from the summary, the plots and the cells' pages. `per_layer`: every cell's per-layer
+    report, in the cells' order, when the sweep has several Vela versions (to name the layer whose
+    cycles moved most); else empty."""
     rows = read_summary_csv(summary)
     operator_tables = (
         (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
     )
-    cpu_rows = read_summary_csv(cpu_summary) if cpu_summary else []
-    svgs = {name: read_plot(path) for name, path in plots.items()}
+    svgs = {name: read_plot(path) for name, path in zip(PLOTS, (cycles, fit, roofline, pareto))}
     pages = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
     page = render_index(
-        rows, svgs, pages, sweep_text, cpu_rows, boards, budget_ms, board_budgets, per_layer, operator_tables, opens_on
+        rows,
+        svgs,
+        pages,
+        sweep_text,
+        read_summary_csv(cpu_summary) if cpu_summary else [],
+        boards,
+        latency_budget_ms,
+        board_latency_budget_ms,
+        dict(zip([c["id"] for c in cells], per_layer, strict=True)) if per_layer else None,
+        operator_tables,
+        opens_on,
     )
     atomic_write_text(index, page)

@@ -1,0 +1,72 @@
+"""The config file as its user wrote it: where it does not parse (with its line and column), and
+its first violation of the schema as one line naming the key.
+
+Snakemake's own messages name neither the file nor the line of a YAML error, and dump the whole
+schema for a violation; these say the same in the form the rest of ethosweep's config errors use.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def yaml_problems(paths: Iterable[str | Path]) -> list[str]:
+    """'config/config.yaml, line 2, column 3: expected ',' or '}', but got '<scalar>'': where each of
+    `paths` (config files) fails to parse, for the one that does not (Snakemake's own message names
+    neither the file nor the line). Files that parse, or do not exist, say nothing."""
+    import yaml
+
+    problems = []
+    for path in dict.fromkeys(map(str, paths)):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            said = getattr(error, "problem", None) or str(error)
+            context, started = getattr(error, "context", None), getattr(error, "context_mark", None)
+            if context and started is not None and started is not mark:
+                said += f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
+            problems.append(f"{path}{where}: {said}")
+    return problems
+
+
+def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:
+    """The config's most relevant schema violation as one line naming the key, or None.
+
+    Snakemake's validate() reports a violation with a dump of the schema; this
+    says the same in the form the rest of ethosweep's config errors use.
+    """
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return None
+    where = _json_path(error.absolute_path) or "config"
+    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(error.schema.get("properties", {}))
+        return f"{where}: {error.message}; allowed keys: {allowed}"
+    return f"{where}: {error.message}" + (f" ({_first_sentence(hint)})" if hint else "")
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return text if end < 0 else text[:end]
+
+
+def _json_path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
