@@ -85,6 +85,12 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = 
     return proc
 
 
+def append(path: Path, text: str) -> None:
+    """Edit a file as a user would: `text` added at its end."""
+    with open(path, "a") as f:
+        f.write(text)
+
+
 def planned_jobs(workdir: Path, env: dict | None = None) -> dict[str, int]:
     """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
     proc = snakemake(workdir, "--dry-run", env=env)
@@ -104,6 +110,25 @@ def job_stats(text: str) -> dict[str, int]:
         if match.group(1) != "total":
             jobs[match.group(1)] = int(match.group(2))
     return jobs
+
+
+# The jobs that end every run that changed anything: the summary, the operator map and the report.
+END_OF_RUN = {
+    "summarize_sweep": 1,
+    "map_operators": 1,  # reads the lowerings and Vela's MACs
+    "report_cells": 1,
+    "report_plots": 1,
+    "report_index": 1,
+    "all": 1,
+}
+
+
+def model_chain(exports: int, profiles: int, cells: int) -> dict[str, int]:
+    """The jobs a change to a model plans from its export on: `exports` exports, `profiles` (model,
+    scheme, TOSA profile) quantizations, lowerings, verifications and fallback checks, `cells` Vela
+    jobs (the .pte and its header)."""
+    chain = {"quantize_model": 1, "lower_to_tosa": 1, "verify_numerics": 1, "verify_fallbacks": 1}
+    return {"export_model": exports, **{job: profiles for job in chain}, "compile_with_vela": cells}
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 import shutil
 from pathlib import Path
 
+from conftest import append
 from ethosweep.runtime import codeversion
 
 STAGES = {
@@ -37,10 +38,28 @@ def test_editing_a_module_changes_the_version_of_the_stages_that_use_it(tmp_path
     codeversion.closure.cache_clear()
     before = {stage: codeversion.code_version(module) for stage, module in STAGES.items()}
 
-    with open(package / "deploy" / "header.py", "a") as f:
-        f.write("\n# an edit\n")
+    append(package / "deploy" / "header.py", "\n# an edit\n")
     after = {stage: codeversion.code_version(module) for stage, module in STAGES.items()}
 
     assert after["header"] != before["header"]
     assert {s for s in before if before[s] == after[s]} == {"export", "lower", "vela", "summary"}
+    codeversion.closure.cache_clear()
+
+
+def test_editing_a_report_template_changes_the_version_of_the_report_jobs_only(tmp_path, monkeypatch):
+    """The report's Jinja2 templates and stylesheet are package data its jobs read: part of their
+    code version (codeversion.data_files), so a template edit rewrites the report and nothing else."""
+    package = tmp_path / "ethosweep"
+    shutil.copytree(Path(codeversion.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codeversion, "PACKAGE_DIR", package)
+    codeversion.closure.cache_clear()
+    report = {f"report.{m}": f"ethosweep.results.report.{m}" for m in ("cells", "index", "plots")}
+    stages = {**STAGES, **report}
+    before = {stage: codeversion.code_version(module) for stage, module in stages.items()}
+
+    append(package / "results" / "report" / "templates" / "report.css", "\n/* an edit */\n")
+    after = {stage: codeversion.code_version(module) for stage, module in stages.items()}
+
+    # the report's jobs (the plots' too: its module sits beside the templates), and no other stage
+    assert {s for s in stages if before[s] != after[s]} == set(report)
     codeversion.closure.cache_clear()

@@ -17,7 +17,7 @@ import pytest
 from ethosweep.compile.artifacts import load_quantized
 from ethosweep.compile.compile_spec import ethosu_compile_spec
 from ethosweep.runtime.io import read_json
-from ethosweep.vela.compile import compile_cell
+from ethosweep.verify import chain
 
 
 def reference_pte(
@@ -73,19 +73,7 @@ def test_a_cells_pte_is_byte_identical_to_the_full_lowering(
     tiny_sweep, tmp_path, model, profile, target, system_config, memory_mode, vela
 ):
     lowered = tiny_sweep / "results/lower" / model / "int8" / profile
-    record = compile_cell(
-        template=str(lowered / "template.pte"),
-        lower_meta=str(lowered / "lower.json"),
-        target=target,
-        system_config=system_config,
-        memory_mode=memory_mode,
-        vela=vela,
-        pte=str(tmp_path / "model.pte"),
-        summary=str(tmp_path / "summary.json"),
-        per_layer=str(tmp_path / "per_layer.csv"),
-        meta=str(tmp_path / "compile.json"),
-        repro=str(tmp_path / "repro"),
-    )
+    record = chain.cell(lowered, tmp_path, target, system_config, memory_mode, vela=vela)
     quantized = tiny_sweep / "results/quantize" / model / "int8" / profile / "quantized.pt2"
     expected = reference_pte(quantized, target, system_config, memory_mode, vela)
     ours = (tmp_path / "model.pte").read_bytes()
@@ -134,19 +122,7 @@ def test_keep_on_cpu_lowers_as_executorchs_own_operator_support_checks(tiny_swee
     assert record["delegated"] == "partial" and table["partitions"] == 2
     # (with its ReLU, which the partitioner fuses with it, and its weights' dequantize)
     assert table["cpu_operators"]["aten_convolution_default"] == 1 and "aten_relu_default" in table["cpu_operators"]
-    compile_cell(
-        template=str(lowered / "template.pte"),
-        lower_meta=str(lowered / "lower.json"),
-        target="ethos-u55-128",
-        system_config="Ethos_U55_High_End_Embedded",
-        memory_mode="Shared_Sram",
-        vela={},
-        pte=str(tmp_path / "model.pte"),
-        summary=str(tmp_path / "summary.json"),
-        per_layer=str(tmp_path / "per_layer.csv"),
-        meta=str(tmp_path / "compile.json"),
-        repro=str(tmp_path / "repro"),
-    )
+    chain.cell(lowered, tmp_path)
     check = DontPartitionName(keep["node"]) if "node" in keep else DontPartitionModule(instance_name=keep["module"])
     expected = reference_pte(
         quantized, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {}, additional_checks=[check]

@@ -265,8 +265,8 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             dict(
                 program=str(lowered / "program.pt2"),
                 inputs=str(lowered / "inputs.pt"),
-                scheme="int8",
-                profile="u55",
+                quant="int8",
+                tosa_profile="u55",
                 **outputs(folder, "quantized", "meta"),
             ),
             minutes,
@@ -278,7 +278,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             "ethosweep.compile.lower:lower_to_tosa",
             dict(
                 quantized=str(lowered / "faulty.pt2"),
-                profile="u55",
+                tosa_profile="u55",
                 tosa_dir=str(folder / "tosa"),
                 **outputs(folder, "template", "edge", "delegation", "tosa_sources", "meta"),
             ),
@@ -338,7 +338,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
                 program=str(lowered / "program.pt2"),
                 inputs=str(lowered / "inputs.pt"),
                 cpu="cortex-m55",
-                scheme="int8",
+                quant="int8",
                 **outputs(folder, "pte", "run_inputs", "reference", "meta"),
             ),
             minutes,
@@ -372,9 +372,9 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
                 pte=str(folder / "pte"),
                 run_inputs=str(folder / "run_inputs"),
                 reference=str(folder / "reference.pt"),
-                timeout=1,
+                timelimit=1,
                 qemu=qemu,
-                **outputs(folder, "run_json", "log_out"),
+                **outputs(folder, "run", "console"),
             ),
         )
     if stage == "fvp":
@@ -409,10 +409,10 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             folder,
             "ethosweep.vela.environment:create_environment",
             dict(
-                version=version,
+                vela_version=version,
                 venv=str(folder / "venv"),
                 lock=str(folder / "requirements.txt"),
-                env_json=str(folder / "env.json"),
+                env=str(folder / "env.json"),
             ),
         )
     raise AssertionError(stage)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, planned_jobs
+from conftest import REPO, append, planned_jobs
 from ethosweep.runtime import codeversion
 from ethosweep.runtime.jobs import WARM_MODULES
 
@@ -202,8 +202,7 @@ def test_editing_a_board_definition_reruns_only_what_places_cells_on_boards(swee
     shutil.copytree(PACKAGE, package / "ethosweep", ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(package)}
     assert planned_jobs(sweep_copy, env=env) == {}
-    with open(package / "ethosweep" / "matrix" / "boards.py", "a") as f:
-        f.write("\n# an edit to the boards module\n")
+    append(package / "ethosweep" / "matrix" / "boards.py", "\n# an edit to the boards module\n")
     assert planned_jobs(sweep_copy, env=env) == {
         "bundle_deployment": 8,  # 4 U55 cells on 2 boards
         "summarize_sweep": 1,

@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, U55_CELL, job_stats, make_workdir, planned_jobs, snakemake, typed
+from conftest import (
+    END_OF_RUN,
+    REPO,
+    U55_CELL,
+    append,
+    job_stats,
+    make_workdir,
+    model_chain,
+    planned_jobs,
+    snakemake,
+    typed,
+)
 from ethosweep.compile.compile_spec import vela_flags
 from ethosweep.runtime.io import read_json
 from ethosweep.vela.partitions import compile_partition, vela_error_message
@@ -51,12 +62,7 @@ VELA_AND_WHAT_READS_IT = {
     "verify_fallbacks": 6,  # each profile's fallback check reads its cells' compile records
     "plan_firmware": 2,
     "bundle_deployment": 8,  # 4 U55 cells on 2 boards
-    "report_cells": 1,
-    "summarize_sweep": 1,
-    "report_plots": 1,
-    "report_index": 1,
-    "map_operators": 1,  # reads the lowering and Vela's MACs
-    "all": 1,
+    **END_OF_RUN,
 }
 
 
@@ -86,26 +92,15 @@ def test_with_the_environment_unchanged_nothing_reruns(tiny_sweep):
 
 def test_a_declared_model_file_reruns_that_models_chain_only(sweep_copy):
     # mnist declares data/mnist_reads.txt (`reads:`); mnist_digits shares its model file but not this
-    with open(sweep_copy / "data" / "mnist_reads.txt", "a") as f:
-        f.write("edited\n")
+    append(sweep_copy / "data" / "mnist_reads.txt", "edited\n")
     assert planned_jobs(sweep_copy) == {
-        "export_model": 1,
-        "quantize_model": 2,
-        "lower_to_tosa": 2,
-        "verify_numerics": 2,
-        "verify_fallbacks": 2,
-        "compile_with_vela": 2,
+        **model_chain(exports=1, profiles=2, cells=2),
         "bundle_program": 2,
         "bundle_deployment": 2,
         "plan_firmware": 2,
         "lower_cpu": 1,
         "summarize_cpu": 1,
-        "report_cells": 1,
-        "summarize_sweep": 1,
-        "report_plots": 1,
-        "report_index": 1,
-        "map_operators": 1,  # reads the lowering and Vela's MACs
-        "all": 1,
+        **END_OF_RUN,
     }
 
 

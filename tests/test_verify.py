@@ -75,15 +75,22 @@ def test_a_broken_quantization_is_flagged_at_the_input_quantization(exported):
     assert "accuracy is lost most at x (input quantization)" in record["reason"]
 
 
-def test_a_corrupted_layer_in_the_tosa_is_flagged_and_located(exported):
+def corrupted_lowering(exported: Path, name: str) -> Path:
+    """MNIST quantized on digits and lowered, its first convolution's weights negated in the TOSA
+    the verify stage runs."""
     calibration = load_splits("digits", load_tensors(exported / "inputs.pt"), 0).calibration(100)
     quantized = quantize_exported(
         torch.export.load(exported / "program.pt2"), calibration, "int8", profile_compile_spec("u55")
     )
-    torch.export.save(quantized, exported / "corrupted.pt2")
-    lowered = lower(exported, "corrupted")
+    torch.export.save(quantized, exported / f"{name}.pt2")
+    lowered = lower(exported, name)
     tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
     replace_partition_tosa(lowered, tosa, template=False)  # what the verify stage runs
+    return lowered
+
+
+def test_a_corrupted_layer_in_the_tosa_is_flagged_and_located(exported):
+    lowered = corrupted_lowering(exported, "corrupted")
     record = verify(exported, "corrupted", lowered, dataset="digits", evaluation_samples=500)
 
     layers = {layer["layer"]: layer for layer in record["location"]["layers"]}
@@ -503,14 +510,7 @@ def test_an_error_in_an_activation_that_could_not_be_paired_is_not_charged_elsew
     next layer cannot be given the NPU's inputs, so the verdict says where it could not look."""
     from ethosweep.runtime.io import read_json, write_json
 
-    calibration = load_splits("digits", load_tensors(exported / "inputs.pt"), 0).calibration(100)
-    quantized = quantize_exported(
-        torch.export.load(exported / "program.pt2"), calibration, "int8", profile_compile_spec("u55")
-    )
-    torch.export.save(quantized, exported / "hidden.pt2")
-    lowered = lower(exported, "hidden")
-    tosa, _ = negate_first_conv2d_weights(load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes)
-    replace_partition_tosa(lowered, tosa, template=False)
+    lowered = corrupted_lowering(exported, "hidden")
     # as if its TOSA tensors were in a layout no activation has: the NPU computes it, but it cannot be paired
     sources = read_json(lowered / "tosa_sources.json")
     for tensors in sources:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, U55_CELL, job_stats, planned_jobs, snakemake
+from conftest import END_OF_RUN, REPO, U55_CELL, append, job_stats, model_chain, planned_jobs, snakemake
 from ethosweep.runtime.io import read_json
 
 
@@ -145,12 +145,7 @@ def vela_and_what_follows(cells: int, runners: int, profiles: int) -> dict[str, 
         "bundle_program": cells,
         "verify_fallbacks": profiles,
         "plan_firmware": runners,
-        "report_cells": 1,
-        "report_plots": 1,
-        "report_index": 1,
-        "map_operators": 1,  # reads the lowering and Vela's MACs
-        "summarize_sweep": 1,
-        "all": 1,
+        **END_OF_RUN,
     }
 
 
@@ -188,27 +183,16 @@ def test_adding_a_target_of_a_lowered_profile_runs_only_its_cells(sweep_copy):
 
 def test_editing_a_model_file_reruns_only_that_models_chain(sweep_copy):
     # models/mnist.py is the source of two models: mnist (2 cells) and mnist_digits (trained, 1 cell).
-    with open(sweep_copy / "models" / "mnist.py", "a") as f:
-        f.write("\n# edited\n")
+    append(sweep_copy / "models" / "mnist.py", "\n# edited\n")
     assert planned_jobs(sweep_copy) == {
         "train_model": 1,
-        "export_model": 2,
-        "quantize_model": 3,
-        "lower_to_tosa": 3,
-        "verify_numerics": 3,
-        "verify_fallbacks": 3,
-        "compile_with_vela": 3,
+        **model_chain(exports=2, profiles=3, cells=3),
         "bundle_program": 3,
         "bundle_deployment": 2 * 2,
-        "report_cells": 1,
         "plan_firmware": 2,
         "lower_cpu": 2,
         "summarize_cpu": 1,
-        "report_plots": 1,
-        "report_index": 1,
-        "map_operators": 1,  # reads the lowering and Vela's MACs
-        "summarize_sweep": 1,
-        "all": 1,
+        **END_OF_RUN,
     }
 
 
@@ -233,8 +217,7 @@ def test_editing_a_stages_library_code_reruns_that_stage(sweep_copy):
     shutil.copytree(REPO / "src" / "ethosweep", package / "ethosweep", ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(package)}
     assert planned_jobs(sweep_copy, env=env) == {}
-    with open(package / "ethosweep" / "deploy" / "header.py", "a") as f:
-        f.write("\n# an edit to the header stage\n")
+    append(package / "ethosweep" / "deploy" / "header.py", "\n# an edit to the header stage\n")
     # the headers are the last step of each cell's Vela job (one job per cell instead of two:
     # docs/how-it-works.md), so every cell's Vela job reruns, and what follows from its .pte:
     # bundles, firmware plans, report pages, and the deployment bundles that carry the headers

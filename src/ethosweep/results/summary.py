@@ -192,20 +192,13 @@ def numerics_columns(
     }
 
 
-def cell_rows(
-    cell: dict,
-    compile_meta: str,
-    delegation: str,
-    vela_summary: str,
-    pte: str,
-    header: str,
-    verify_report: str | None,
-    fallback_report: str | None = None,
-) -> list[dict]:
-    """The summary rows of a cell whose stages all completed: one per board it is on, else one."""
-    row = cell_row(cell, compile_meta, delegation, vela_summary, pte, header, verify_report, fallback_report)
+def cell_rows(cell: dict, *paths: str | None) -> list[dict]:
+    """The summary rows of a cell whose stages all completed: one per board it is on, else one.
+    `paths`: cell_row's, in its order."""
+    row = cell_row(cell, *paths)
     if not cell.get("boards"):
         return [row]
+    compile_meta, _, vela_summary = paths[:3]
     lowered, figures = read_json(compile_meta), read_json(vela_summary)["cell"]
     return [{**row, **board_columns(board, cell, lowered, figures)} for board in cell["boards"]]
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ethosweep.verify.layers import activation_inputs, is_exact, is_quantize, layer_sources
+from ethosweep.verify.layers import activation_inputs, is_exact, is_quantize, layer_sources, upstream
 
 
 @dataclass(frozen=True)
@@ -105,17 +105,10 @@ def unpaired_before(node, boundaries: set[str], hidden: set[str], described: dic
     """The unpaired activations (`hidden`) between this one and the NPU values it is given (the
     forced boundaries), outside its own operator: the quantized model computes them itself, so
     this layer's inputs are not the NPU's, and an error in them shows up here."""
-    found, seen = [], set()
     own = described[node.name]["composite"]
-    todo = [i for s in layer_sources(node) for i in s.all_input_nodes]
-    while todo:
-        current = todo.pop()
-        if current in seen or not hasattr(current, "op"):
-            continue
-        seen.add(current)
-        if is_quantize(current) and current.name in boundaries:
-            continue
-        if current.name in hidden and described[current.name]["composite"] != own:
-            found.append(described[current.name]["layer"])
-        todo.extend(current.all_input_nodes)
-    return sorted(set(found))
+    found = {
+        described[n.name]["layer"]
+        for n in upstream(node, lambda n: is_quantize(n) and n.name in boundaries)
+        if n.name in hidden and described[n.name]["composite"] != own and n.name not in boundaries
+    }
+    return sorted(found)

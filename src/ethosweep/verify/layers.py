@@ -9,6 +9,8 @@ are the operator it was decomposed from, so a decomposition is judged as one ope
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 
@@ -49,20 +51,24 @@ def layer_sources(q_node) -> list:
     return layer
 
 
-def activation_inputs(quantize_node) -> list:
-    """The activations (quantize nodes) a layer reads: the nearest ones upstream of its operators."""
-    found, seen = [], set()
+def upstream(quantize_node, stop: Callable[[object], bool]):
+    """The nodes upstream of a layer's operators, nearest first along each path, up to and
+    including the first on each path where `stop` holds (it is not looked past)."""
+    seen = set()
     todo = [i for s in layer_sources(quantize_node) for i in s.all_input_nodes]
     while todo:
         current = todo.pop()
         if current in seen or not hasattr(current, "op"):
             continue
         seen.add(current)
-        if is_quantize(current):
-            found.append(current)
-            continue
-        todo.extend(current.all_input_nodes)
-    return found
+        yield current
+        if not stop(current):
+            todo.extend(current.all_input_nodes)
+
+
+def activation_inputs(quantize_node) -> list:
+    """The activations (quantize nodes) a layer reads: the nearest ones upstream of its operators."""
+    return [node for node in upstream(quantize_node, is_quantize) if is_quantize(node)]
 
 
 def activation_bits(quantize_node) -> int:
