@@ -86,3 +86,12 @@ def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
     # the matrix run for real, then a run that finds it finished
     assert re.search(r"no-op run \(snakemake --cores 2, nothing to be done\) min [\d.]+ s.*, 32 summary rows", out), out
     assert re.search(r"verdict: a no-op run of 32 finished cells, [\d.]+ s median", out), out
+
+
+def test_the_cache_benchmark_reaches_its_identity_verdict(tmp_path):
+    out = run_benchmark("cache.py", "--smoke", "--cores", "2", workdir=tmp_path)
+    for figure in ("second / first", "second / without the store"):
+        assert figure in out, out
+    assert re.search(r"the store served (\d+) of \1 export/quantize/lower/verify jobs", out), out
+    # the second experiment: Sram_Only on both targets and the board's Shared_Sram on U55, two models
+    assert "same work: all 6 programs byte-identical" in out, out

@@ -32,6 +32,8 @@ TESTED = {
     "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
     "uv run sh results/vela/<cell>/repro/command.sh": "test_failures.py (a Vela error and a Vela crash)",
     "uv run ethosweep check-sdk": "test_commands.py",
+    "uv run ethosweep cache": "test_cache.py (the store's commands)",
+    "uv run ethosweep cache prune": "test_cache.py (the store's commands)",
     "uv run --with ethos-u-vela==5.2.0 snakemake -n": "test_toolchain.py (the Vela upgrade)",
     "uv run ethosweep compare results/summary.csv": "test_toolchain.py (Vela versions side by side)",
     "uv run snakemake --cores 8 --forcerun $(uv run ethosweep failed)": "test_end_of_run.py (retrying failures)",

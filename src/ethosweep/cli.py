@@ -152,7 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     failed_parser.add_argument(
         "summary", nargs="*", help="the run's summaries (default: results/summary.csv and results/cpu/summary.csv)"
     )
+    cache_parser = commands.add_parser(
+        "cache", help="what the store of stage results shared between results folders holds (ETHOSWEEP_CACHE)"
+    )
+    cache_parser.add_argument("action", nargs="?", choices=("show", "prune"), default="show")
+    cache_parser.add_argument(
+        "--max-gb", type=float, default=None, help="prune to this size (default: ETHOSWEEP_CACHE_MAX_GB, or 20)"
+    )
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        return cache_command(args.action, args.max_gb)
     if args.command == "check-sdk":
         return check_sdk(args.config)
     if args.command == "failed":
@@ -190,6 +199,21 @@ def failed_outputs(rows: list[dict]) -> list[str]:
         outputs.append(row.get("failed_output") or "")
         outputs.extend((row.get("recorded_failures") or "").split("; "))
     return list(dict.fromkeys(o for o in outputs if o))
+
+
+def cache_command(action: str, max_gb: float | None) -> int:
+    """`ethosweep cache [show|prune]`: the store's entries and size, or pruned to its limit."""
+    from ethosweep.runtime import cache
+
+    root = cache.store()
+    if root is None:
+        print(f"no cache: set {cache.ENV} to a folder to share stage results between results folders (docs/cache.md)")
+        return 1
+    if action == "prune" and root.is_dir():
+        removed = cache.prune(root, None if max_gb is None else int(max_gb * 2**30))
+        print(f"removed {cache.entries_said(len(removed))} (least recently used first)")
+    print(cache.describe_store(root) if root.is_dir() else f"{root}: nothing stored yet")
+    return 0
 
 
 def check_sdk(config_path: str) -> int:

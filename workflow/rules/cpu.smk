@@ -28,6 +28,8 @@ rule lower_cpu:
         mem_mb=2000,
     params:
         stage="ethosweep.compile.cortex_m:lower_cpu_cell",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),
         seed=SWEEP.seed,

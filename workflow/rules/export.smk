@@ -22,6 +22,8 @@ rule export_model:
         mem_mb=2000,
     params:
         stage="ethosweep.compile.export:export_model",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         model=model_params,
         seed=SWEEP.seed,
         tools=model_tools("ethosweep.compile.export"),

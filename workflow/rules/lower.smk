@@ -24,6 +24,8 @@ rule lower_to_tosa:
         mem_mb=2000,
     params:
         stage="ethosweep.compile.lower:lower_to_tosa",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         directories=["tosa_dir"],
         # operators the model's config keeps on the CPU (the partitioner's operator-support checks)
         keep_on_cpu=model_keep_on_cpu,

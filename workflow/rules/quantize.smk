@@ -24,6 +24,8 @@ rule quantize_model:
         mem_mb=2000,
     params:
         stage="ethosweep.compile.quantize:quantize_model",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         reads_failures=["same_as_quantized", "same_as_meta"],
         dataset=model_dataset,
         calibration_samples=numerics("calibration_samples"),

@@ -20,6 +20,8 @@ rule train_model:
         mem_mb=2000,
     params:
         stage="ethosweep.compile.train:train_model",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         model=model_params,
         seed=SWEEP.seed,
         dataset=model_dataset,

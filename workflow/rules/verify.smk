@@ -30,6 +30,8 @@ rule verify_numerics:
         mem_mb=2000,
     params:
         stage="ethosweep.verify.numerics:verify_numerics",
+        # results shared between results folders and checkouts, if a store is set (docs/cache.md)
+        cache=True,
         reads_failures=[
             f"same_as_{name}" for name in ("report", "bundle_io", "lower_meta", "tosa_sources", "delegation")
         ],

@@ -27,7 +27,15 @@ from typing import Any, Callable
 SOURCES = ("input", "output", "params", "wildcards")
 SPREAD = "settings"  # a params item whose keys are names of their own
 LISTS = ("list", "Sequence", "tuple", "Iterable")  # annotations of a parameter that takes a list
-JOB_ONLY = {"stage", "directories", "aggregate", "reads_failures", "code", "tools"}  # the job's, not the stage's
+JOB_ONLY = {
+    "stage",
+    "directories",
+    "aggregate",
+    "reads_failures",
+    "cache",
+    "code",
+    "tools",
+}  # the job's, not the stage's
 
 
 class BindingError(TypeError):

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ethosweep.runtime import cache
 from ethosweep.runtime.binding import job_items
 from ethosweep.runtime.outcome import describe, failure_record, first_failure, stage_of_log, write_failure
 
@@ -120,8 +122,13 @@ def run_stages(
         "env": dict(os.environ),
         "sys_path": list(sys.path),
     }
+    stored = _in_store(smk, [ref for ref, _ in steps], job)
+    if stored is not None and _restored(smk, *stored, job, label):
+        return
     outcome = dispatch(request)
     if outcome["ok"]:
+        if stored is not None:
+            _store(smk, *stored, job, label)
         return
     print(f"ethosweep: FAILED {label}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
     if aggregate or not outcome.get("recorded"):
@@ -138,6 +145,45 @@ def run_stages(
         details=outcome.get("details"),
     )
     write_failure(record, _files(smk, directories), directories)
+
+
+def _in_store(smk: Any, stages: list[str], job: dict[str, Any] | None) -> tuple[Path, str] | None:
+    """(the store, the job's key) for a rule that asks for the store (`params.cache`) when one is set
+    (ethosweep.runtime.cache); None otherwise."""
+    root = cache.store()
+    if root is None or job is None or not smk.params.get("cache"):
+        return None
+    try:
+        return root, cache.key(smk.rule, stages, job)
+    except OSError as error:  # an input that cannot be read: the stage says so itself
+        print(f"ethosweep: the cache is not used for {smk.rule}: {error}", file=sys.stderr)
+        return None
+
+
+def _restored(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -> bool:
+    """The job's outputs from the store, if it holds them whole; the job's log says where from."""
+    try:
+        manifest = cache.restore(root, key, cache.outputs_of(job))
+    except OSError as error:
+        print(f"ethosweep: the cache could not be read ({error}); running {label}", file=sys.stderr)
+        return False
+    if manifest is None:
+        return False
+    log = Path(str(smk.log[0]))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    made = time.strftime("%Y-%m-%d %H:%M", time.localtime(manifest.get("stored", 0)))
+    log.write_text(
+        f"ethosweep: {label}\nethosweep: taken from the cache: {root / key[:2] / key} (computed {made} as "
+        f"{manifest.get('label', '?')}); its log then:\n{manifest.get('log', '')}"
+    )
+    return True
+
+
+def _store(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -> None:
+    log = Path(str(smk.log[0]))
+    text = log.read_text(errors="replace")[-200_000:] if log.exists() else ""
+    if cache.put(root, key, cache.outputs_of(job), {"rule": smk.rule, "label": label, "log": text}):
+        cache.prune(root)
 
 
 def _job_inputs(smk: Any, leaving_out: Sequence[str] = ()) -> list[str]:

@@ -1,0 +1,246 @@
+"""A store of the expensive stages' results, shared between results folders and checkouts.
+
+Inside one results folder Snakemake never computes a job twice. A team's second experiment (another
+folder, another checkout, a colleague's run of the same models) would export, quantize, lower and
+verify every model again, although the inputs, code and tools are the same. With the store set
+(`ETHOSWEEP_CACHE=<folder>`, off by default) the rules that ask for it (`params.cache`) take their
+outputs from it when their key is there, and put them there after computing them.
+
+The key is a sha256 over everything the job's result depends on: the rule and the functions it
+runs, every params item (the code version of the stage's modules and the versions of the tools and
+packages it runs are params of every rule: ethosweep.runtime.codeversion and .packages), the
+wildcards, and the bytes of every input file (a directory: every file in it, by relative path). A
+change to any of them is another key. File contents, not paths: a second checkout hits the first
+one's entries (an exported program's stack traces then name the model file where it was first
+exported; nothing a cell computes reads them).
+
+Why not Snakemake's own between-workflow cache (`cache: True`, `--cache`): it takes a rule's
+outputs only as one file or files that differ by extension, and these rules write several named
+files and a directory; it keys on the conda environment, which these jobs do not run in; and its
+results cannot be told from a failure record. docs/cache.md has the measurements.
+
+An entry is a folder `<key[:2]>/<key>/` with the outputs under their names and `manifest.json`
+(each file's size and sha256, written last). It is written into `tmp/` and renamed into place, so
+a reader sees a whole entry or none, and two runs storing the same key keep the first. A restored
+file is checked against the manifest; an entry that does not match (damaged, truncated, edited) is
+removed and the job computes its result again. Failures are never stored: a failure of the cell's
+inputs is recorded in its own folder as always (ethosweep.runtime.outcome). The store is pruned to
+its size limit (`ETHOSWEEP_CACHE_MAX_GB`, default 20) after each entry, least recently used first;
+`uv run ethosweep cache` says what it holds and `uv run ethosweep cache prune` prunes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1  # the layout of an entry: a new layout is a new key space
+ENV = "ETHOSWEEP_CACHE"
+LIMIT_ENV = "ETHOSWEEP_CACHE_MAX_GB"
+DEFAULT_LIMIT_GB = 20.0
+MANIFEST = "manifest.json"
+SKIPPED_PARAMS = {"cache"}  # how the job uses the store is not part of what it computes
+
+
+def store() -> Path | None:
+    """The store's folder, if one is set (ETHOSWEEP_CACHE)."""
+    folder = os.environ.get(ENV, "").strip()
+    return Path(folder).expanduser().resolve() if folder else None
+
+
+def limit_bytes() -> int:
+    try:
+        return int(float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT_GB)) * 2**30)
+    except ValueError:
+        return int(DEFAULT_LIMIT_GB * 2**30)
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_digest(path: str | Path) -> str:
+    """A file's sha256, or a directory's: over its files' relative paths and contents."""
+    path = Path(path)
+    if path.is_file():
+        return file_digest(path)
+    if not path.is_dir():
+        return "missing"
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}\0{file_digest(file)}\0".encode())
+    return "dir:" + digest.hexdigest()
+
+
+def key(rule: str, stages: list[str], job: dict[str, Any]) -> str:
+    """The key of a job's result (see the module docstring)."""
+    inputs = {
+        name: [content_digest(p) for p in value] if isinstance(value, list) else content_digest(value)
+        for name, value in sorted(job.get("input", {}).items())
+    }
+    described = {
+        "format": FORMAT,
+        "rule": rule,
+        "stages": stages,
+        "params": {k: v for k, v in job.get("params", {}).items() if k not in SKIPPED_PARAMS},
+        "wildcards": job.get("wildcards", {}),
+        "inputs": inputs,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    folder: Path
+
+    @classmethod
+    def of(cls, root: Path, key: str) -> Entry:
+        return cls(root / key[:2] / key)
+
+    def manifest(self) -> dict | None:
+        try:
+            return json.loads((self.folder / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def outputs_of(job: dict[str, Any]) -> dict[str, str]:
+    """The job's named outputs (one path each)."""
+    return {name: value for name, value in job.get("output", {}).items() if isinstance(value, str)}
+
+
+def restore(root: Path, key: str, outputs: dict[str, str]) -> dict | None:
+    """Put the entry's outputs in place, checked against its manifest; its manifest, or None for no
+    usable entry (none, another job's outputs, or damaged: then it is removed)."""
+    entry = Entry.of(root, key)
+    manifest = entry.manifest()
+    if manifest is None:
+        return None
+    if sorted(manifest.get("outputs", {})) != sorted(outputs) or not _intact(entry, manifest):
+        remove(entry.folder)
+        return None
+    for name, path in outputs.items():
+        _copy_in(entry.folder / name, Path(path))
+    os.utime(entry.folder)  # recently used: pruned last
+    return manifest
+
+
+def _intact(entry: Entry, manifest: dict) -> bool:
+    for relative, (size, digest) in manifest.get("files", {}).items():
+        path = entry.folder / relative
+        if not path.is_file() or path.stat().st_size != size or file_digest(path) != digest:
+            return False
+    return True
+
+
+def _copy_in(source: Path, target: Path) -> None:
+    """An output from the store, replacing whatever is there (written beside it, then renamed)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+    # fresh modification times (shutil.copy, not copy2): Snakemake takes an output older than
+    # its inputs for stale
+    if source.is_dir():
+        shutil.copytree(source, partial, copy_function=shutil.copy)
+        if target.exists():
+            shutil.rmtree(target)
+    else:
+        shutil.copy(source, partial)
+    os.replace(partial, target)
+
+
+def put(root: Path, key: str, outputs: dict[str, str], about: dict) -> bool:
+    """Store a job's outputs under `key` (atomically: a whole entry or none); False if another run
+    stored it first or it cannot be written (the store is then just not used for it)."""
+    entry = Entry.of(root, key)
+    if entry.manifest() is not None:
+        return False
+    staging = root / "tmp" / f"{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        staging.mkdir(parents=True)
+        files = {}
+        for name, path in outputs.items():
+            source = Path(path)
+            if source.is_dir():
+                shutil.copytree(source, staging / name)
+                members = [p for p in (staging / name).rglob("*") if p.is_file()]
+            else:
+                shutil.copy2(source, staging / name)
+                members = [staging / name]
+            for member in members:
+                files[str(member.relative_to(staging))] = (member.stat().st_size, file_digest(member))
+        manifest = {"key": key, "outputs": sorted(outputs), "files": files, "stored": time.time(), **about}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        entry.folder.parent.mkdir(parents=True, exist_ok=True)
+        if entry.folder.exists() and entry.manifest() is None:  # damaged: no whole entry is there
+            remove(entry.folder)
+        os.rename(staging, entry.folder)  # fails if the entry appeared meanwhile: the first one stays
+        return True
+    except OSError:
+        return False
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove(folder: Path) -> None:
+    """An entry out of the store: renamed away first, so no reader sees half of it."""
+    trash = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.removed"
+    try:
+        os.rename(folder, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def entries(root: Path) -> list[tuple[Path, int, float]]:
+    """Every whole entry: (folder, bytes, last used)."""
+    found = []
+    for manifest in root.glob(f"??/*/{MANIFEST}"):
+        folder = manifest.parent
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        found.append((folder, size, folder.stat().st_mtime))
+    return found
+
+
+def prune(root: Path, limit: int | None = None) -> list[Path]:
+    """Remove the least recently used entries until the store is within `limit` bytes, and what
+    crashed runs left in tmp/ more than a day ago; the entries removed."""
+    limit = limit_bytes() if limit is None else limit
+    for leftover in (root / "tmp").glob("*") if (root / "tmp").is_dir() else []:
+        if time.time() - leftover.stat().st_mtime > 86400:
+            shutil.rmtree(leftover, ignore_errors=True)
+    held = sorted(entries(root), key=lambda e: e[2])
+    total, removed = sum(size for _, size, _ in held), []
+    for folder, size, _ in held:
+        if total <= limit:
+            break
+        remove(folder)
+        total -= size
+        removed.append(folder)
+    return removed
+
+
+def describe_store(root: Path) -> str:
+    held = entries(root)
+    total = sum(size for _, size, _ in held)
+    by_rule: dict[str, int] = {}
+    for folder, _, _ in held:
+        rule = (Entry(folder).manifest() or {}).get("rule", "?")
+        by_rule[rule] = by_rule.get(rule, 0) + 1
+    rules = ", ".join(f"{rule} {n}" for rule, n in sorted(by_rule.items())) or "nothing yet"
+    return f"{root}: {entries_said(len(held))}, {total / 2**20:,.1f} MiB of {limit_bytes() / 2**30:g} GiB ({rules})"
+
+
+def entries_said(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"

@@ -1,0 +1,168 @@
+"""The store of stage results shared between results folders (ethosweep.runtime.cache): a second
+experiment takes its exports, quantizations, lowerings and verifications from it, byte for byte;
+any change to a key part misses it; a damaged or half-written entry is never taken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import DOCS, append, make_workdir, planned_jobs, snakemake, typed
+from ethosweep.runtime import cache
+
+MODELS = [
+    {"name": "mnist", "file": "models/mnist.py"},
+    {
+        "name": "add",
+        "import": "executorch.examples.models.toy_model:AddModule",
+        "inputs": [{"shape": [1]}, {"shape": [1]}],
+    },
+]
+FIRST = {
+    "models": MODELS,
+    "targets": ["ethos-u55-128"],
+    "memory_modes": ["Shared_Sram"],
+    "numerics": {"evaluation_samples": 100},
+}
+# the second experiment: another memory mode and a board, beside the first's cells
+SECOND = {**FIRST, "memory_modes": ["Shared_Sram", "Sram_Only"], "boards": ["corstone-300"]}
+CACHED_RULES = ("export", "quantize", "lower", "verify")
+
+
+def job(folder: Path, **changes) -> dict:
+    """A job's items as ethosweep.runtime.binding hands them over, its input a real file."""
+    (folder / "in.pt2").write_bytes(b"program")
+    items = {
+        "input": {"program": str(folder / "in.pt2")},
+        "output": {"quantized": str(folder / "out" / "q.pt2"), "meta": str(folder / "out" / "q.json")},
+        "params": {"stage": "m:f", "cache": True, "code": "c0de", "tools": {"torch": "2.13.0"}, "seed": 0},
+        "wildcards": {"model": "mnist"},
+    }
+    for part, value in changes.items():
+        items[part] = {**items[part], **value}
+    return items
+
+
+def outputs(job_items: dict, text: str = "result") -> dict[str, str]:
+    for path in job_items["output"].values():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(f"{text} {Path(path).name}")
+    return cache.outputs_of(job_items)
+
+
+@pytest.mark.parametrize(
+    "part, change",
+    [
+        ("params", {"code": "0ther"}),  # ethosweep's code (the stage's modules' hash)
+        ("params", {"tools": {"torch": "2.14.0"}}),  # a tool's version
+        ("params", {"seed": 1}),  # a config setting
+        ("wildcards", {"model": "add"}),
+        ("input", "content"),  # the model file, the program: their bytes
+    ],
+)
+def test_any_key_part_changes_the_key(tmp_path, part, change):
+    before = cache.key("quantize_model", ["m:f"], job(tmp_path))
+    if change == "content":
+        changed = job(tmp_path)
+        Path(changed["input"]["program"]).write_bytes(b"another program")
+    else:
+        changed = job(tmp_path, **{part: change})
+    assert cache.key("quantize_model", ["m:f"], changed) != before
+    # how the job uses the store is not part of its result; the input's path is not either
+    moved = tmp_path / "elsewhere.pt2"
+    moved.write_bytes(b"program")
+    assert (
+        cache.key("quantize_model", ["m:f"], job(tmp_path, params={"cache": False}, input={"program": str(moved)}))
+        == before
+    )
+
+
+def test_an_entry_is_restored_byte_for_byte_and_a_damaged_one_is_removed(tmp_path):
+    store, items = tmp_path / "store", job(tmp_path)
+    key = cache.key("quantize_model", ["m:f"], items)
+    assert cache.put(store, key, outputs(items), {"rule": "quantize_model"})
+    assert not cache.put(store, key, outputs(items, "another"), {})  # the first one stays
+    for path in items["output"].values():
+        Path(path).unlink()
+    assert cache.restore(store, key, cache.outputs_of(items))["rule"] == "quantize_model"
+    assert Path(items["output"]["meta"]).read_text() == "result q.json"
+    # a damaged entry (a byte changed in a stored file) is never taken, and is gone
+    stored = cache.Entry.of(store, key).folder / "quantized"
+    stored.write_text(stored.read_text().replace("result", "resulT"))
+    assert cache.restore(store, key, cache.outputs_of(items)) is None
+    assert not cache.Entry.of(store, key).folder.exists()
+
+
+def test_a_half_written_entry_is_not_an_entry(tmp_path):
+    store, items = tmp_path / "store", job(tmp_path)
+    key = cache.key("quantize_model", ["m:f"], items)
+    folder = cache.Entry.of(store, key).folder
+    folder.mkdir(parents=True)
+    (folder / "quantized").write_text("half")  # outputs written, the manifest (written last) not
+    (store / "tmp" / f"{key}.123.abc").mkdir(parents=True)  # a run that died while storing
+    assert cache.restore(store, key, cache.outputs_of(items)) is None and cache.entries(store) == []
+    assert cache.put(store, key, outputs(items), {})  # a whole entry replaces the empty place
+    assert json.loads((folder / cache.MANIFEST).read_text())["outputs"] == ["meta", "quantized"]
+
+
+def test_the_store_is_pruned_least_recently_used_first(tmp_path):
+    import os
+
+    store = tmp_path / "store"
+    keys = []
+    for seed in range(3):
+        (tmp_path / str(seed)).mkdir()
+        items = job(tmp_path / str(seed), params={"seed": seed})
+        keys.append(cache.key("quantize_model", ["m:f"], items))
+        cache.put(store, keys[-1], outputs(items), {})
+        os.utime(cache.Entry.of(store, keys[-1]).folder, (seed, seed))
+    size = cache.entries(store)[0][1]
+    removed = cache.prune(store, limit=2 * size)
+    assert removed == [cache.Entry.of(store, keys[0]).folder] and len(cache.entries(store)) == 2
+
+
+def test_a_second_experiment_takes_the_expensive_stages_from_the_store(tmp_path):
+    env = {cache.ENV: str(tmp_path / "store")}
+    first = make_workdir(tmp_path / "first", FIRST)
+    snakemake(first, env=env)
+    second = make_workdir(tmp_path / "second", SECOND)
+    snakemake(second, env=env)
+    # every export, quantization, lowering and verification came from the store
+    logs = [p for rule in CACHED_RULES for p in (second / "logs" / rule).rglob("*.log") if ".fallbacks" not in p.name]
+    assert len(logs) == 2 * len(CACHED_RULES)
+    assert all("ethosweep: taken from the cache: " in p.read_text() for p in logs)
+    # the cells both experiments have: the same programs, byte for byte, and the same verdicts
+    for pte in (first / "results" / "vela").rglob("model.pte"):
+        assert (second / pte.relative_to(first)).read_bytes() == pte.read_bytes()
+    for report in (first / "results" / "verify").rglob("verify.json"):
+        assert json.loads((second / report.relative_to(first)).read_text()) == json.loads(report.read_text())
+    assert planned_jobs(second, env=env) == {}  # restored outputs are not taken for stale
+    # a changed key part misses: the model file's export is computed again, the others' are not
+    append(second / "models" / "mnist.py", "\n# edited\n")
+    snakemake(second, env=env)
+    assert "taken from the cache" not in (second / "logs/export/mnist.log").read_text()
+    assert "taken from the cache" in (second / "logs/export/add.log").read_text()
+    # without the store, nothing is read from or written to it
+    third = make_workdir(tmp_path / "third", FIRST)
+    snakemake(third)
+    assert not any("taken from the cache" in p.read_text() for p in (third / "logs").rglob("*.log"))
+
+
+def test_the_stores_commands_say_what_it_holds_and_prune_it(tmp_path, monkeypatch):
+    store, items = tmp_path / "store", job(tmp_path)
+    cache.put(store, cache.key("quantize_model", ["m:f"], items), outputs(items), {"rule": "quantize_model"})
+    workdir = make_workdir(tmp_path / "w", FIRST)
+    for command in ("uv run ethosweep cache", "uv run ethosweep cache prune"):
+        assert f"`{command}`" in DOCS["docs/cache.md"]
+        monkeypatch.delenv(cache.ENV, raising=False)
+        unset = typed(command, workdir)
+        assert unset.returncode == 1 and "set ETHOSWEEP_CACHE to a folder" in unset.stdout
+        monkeypatch.setenv(cache.ENV, str(store))
+        shown = typed(command, workdir)
+        assert shown.returncode == 0, shown.stderr
+        assert f"{store}: 1 entry" in shown.stdout and "(quantize_model 1)" in shown.stdout
+    monkeypatch.setenv(cache.LIMIT_ENV, "0")
+    pruned = typed("uv run ethosweep cache prune", workdir)
+    assert "removed 1 entry" in pruned.stdout and f"{store}: 0 entries" in pruned.stdout
