@@ -26,7 +26,6 @@ Vela's cycle counts are compiler estimates; here they only serve as a fingerprin
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import platform
@@ -47,7 +46,7 @@ from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from ethosweep.results.table import read_summary_csv  # noqa: E402
-from workdirs import make_workdir, snakemake, timed, warm_page_cache, write_config  # noqa: E402
+from workdirs import make_workdir, run_all, snakemake, timed, warm_page_cache, write_config  # noqa: E402
 
 # The last commit whose workflow lowered every cell on its own (lower_to_pte, then run_vela).
 BEFORE = "3bfdf9e"
@@ -253,14 +252,6 @@ def vela_commands(work: Path, cells, out: Path) -> list[list[str]]:
                 ]
             )
     return commands
-
-
-def run_all(commands: list[list[str]], cores: int) -> None:
-    def run(command):
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
-        list(pool.map(run, commands))
 
 
 if __name__ == "__main__":

@@ -26,13 +26,11 @@ Vela's cycle counts are compiler estimates; here they only serve as a fingerprin
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
 import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -48,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from peer import PEER_ENV, peer_cells, peer_command, vela_blobs, write_peer_models  # noqa: E402
-from workdirs import make_workdir, snakemake, snakemake_command, timed, warm_page_cache, write_config  # noqa: E402
+from workdirs import make_workdir, run_all, snakemake, timed, warm_page_cache, write_config  # noqa: E402
+from workdirs import planned as planned_jobs  # noqa: E402
 
 OTHER = "5.2.0"
 SMOKE_MODELS = ("mnist", "ds_cnn")  # ds_cnn: two partitions on Ethos-U55
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     write_config(work, two)
     swept = build_sweep(two, REPO)
     new_cells = [c for c in swept.cells if c.vela_version == OTHER]
-    planned = dry_run(work, args.cores)
+    planned = planned_jobs(work, args.cores)
     print(f"  planned: {', '.join(f'{k} {v}' for k, v in planned.items())}", flush=True)
     problems = [f"planned {planned.get(s)} {s} jobs" for s in EARLIER_STAGES if planned.get(s)]
     if planned.get("compile_with_vela") != len(new_cells):
@@ -147,21 +146,6 @@ def base_config(smoke: bool) -> dict:
     )
 
 
-def dry_run(workdir: Path, cores: int) -> dict[str, int]:
-    proc = subprocess.run(snakemake_command(workdir, cores, "--dry-run"), capture_output=True, text=True, check=True)
-    text = proc.stdout + proc.stderr
-    if "Job stats:" not in text:
-        return {}
-    jobs = {}
-    for line in text.split("Job stats:")[1].splitlines()[3:]:
-        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-        if not match:
-            break
-        if match.group(1) != "total":
-            jobs[match.group(1)] = int(match.group(2))
-    return jobs
-
-
 def partitions(work: Path, cell) -> list[Path]:
     lowered = work / "results/lower" / cell.model / cell.quant / cell.tosa_profile
     return [lowered / "tosa" / p["tosa"] for p in json.loads((lowered / "lower.json").read_text())["partitions"]]
@@ -178,14 +162,6 @@ def vela_commands(vela: Path, work: Path, cells, out: Path) -> list[list[str]]:
             target = out / cell.id / str(index)
             commands.append([str(vela), str(tosa), *flags, f"--output-dir={target}", "--verbose-performance"])
     return commands
-
-
-def run_all(commands: list[list[str]], cores: int) -> None:
-    def run(command):
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
-        list(pool.map(run, commands))
 
 
 def untouched(before: dict) -> list[str]:

@@ -4,8 +4,11 @@ cache warmed for whichever side runs first."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,6 +79,27 @@ def own_workers(cold: bool = True):
         worker.shutdown_all(folder)
         time.sleep(0.5)  # let each release its lock
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_all(commands: list[list[str]], cores: int) -> None:
+    """Each command, `cores` at a time, quietly; the first failure ends the benchmark."""
+
+    def run(command):
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+        list(pool.map(run, commands))
+
+
+def planned(workdir: Path, cores: int) -> dict[str, int]:
+    """The jobs a dry run plans, by rule (its "Job stats" table; {} for nothing to do)."""
+    proc = subprocess.run(snakemake_command(workdir, cores, "--dry-run"), capture_output=True, text=True, check=True)
+    text = proc.stdout + proc.stderr
+    if "Job stats:" not in text:
+        return {}
+    table = text.split("Job stats:")[1].splitlines()[3:]
+    rows = [re.match(r"^(\w+)\s+(\d+)$", line.strip()) for line in table]
+    return {m.group(1): int(m.group(2)) for m in itertools.takewhile(bool, rows) if m.group(1) != "total"}
 
 
 def timed(name: str, func, width: int = 58) -> float:
