@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -532,10 +533,12 @@ def test_an_end_of_run_job_fails_whatever_stops_it(stage, fault, tmp_path, monke
     assert failed.value.code == 1 and not output.exists() and failure_of(output) is None
 
 
-def test_every_end_of_run_script_says_it_is_one():
-    """What makes an end-of-run job fail instead of recording: `aggregate=True` in its script."""
-    for script in ("summary", "summarize_cpu", "map_operators", "report_cells", "report_plots", "report_index"):
-        assert "aggregate=True" in (REPO / "workflow" / "scripts" / f"{script}.py").read_text(), script
+def test_every_end_of_run_rule_says_it_is_one():
+    """What makes an end-of-run job fail instead of recording: `aggregate=True` in its rule's params."""
+    rules = "".join(path.read_text() for path in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    for rule in ("summarize_sweep", "summarize_cpu", "map_operators", "report_cells", "report_plots", "report_index"):
+        body = re.search(rf"^rule {rule}:\n(.*?)(?=^\S|\Z)", rules, re.S | re.M).group(1)
+        assert re.search(r"^\s+aggregate=True,$", body, re.M), rule
 
 
 def test_a_failure_record_is_never_rendered_as_a_plot(tmp_path):
