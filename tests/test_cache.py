@@ -167,3 +167,25 @@ def test_the_stores_commands_say_what_it_holds_and_prune_it(tmp_path, monkeypatc
     monkeypatch.setenv(cache.LIMIT_ENV, "0")
     pruned = typed("uv run ethosweep cache prune", workdir)
     assert "removed 1 entry" in pruned.stdout and f"{store}: 0 entries" in pruned.stdout
+
+
+def test_a_lowering_inside_a_job_is_taken_from_the_store_the_same_bytes(tiny_sweep, tmp_path, monkeypatch):
+    """A fallback's lowering (what Vela refused kept on the CPU) repeats in every cell and folder that
+    refuses the same operators, and in its verification: in the store, it is lowered once."""
+    from ethosweep.compile.lowering import lower_quantized
+
+    quantized = str(tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2")
+    keep = [{"node": "aten_convolution_default_1"}]
+    computed = lower_quantized(quantized, "u55", keep)  # no store: computed, nothing written
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "store"))
+    stored = lower_quantized(quantized, "u55", keep)
+    assert len(cache.entries(tmp_path / "store")) == 1
+    taken = lower_quantized(quantized, "u55", keep)
+    for lowered in (stored, taken):
+        assert (lowered.template, lowered.table) == (computed.template, computed.table)
+    assert taken.edge == stored.edge  # (an edge program's zip records when it was written: not compared)
+    assert taken.table["delegated"] == "partial"
+    # the whole lowering is another key: another entry, the profile's own bytes
+    whole = lower_quantized(quantized, "u55", [])
+    assert len(cache.entries(tmp_path / "store")) == 2
+    assert whole.template == (tiny_sweep / "results/lower/mnist/int8/u55/template.pte").read_bytes()

@@ -334,6 +334,36 @@ class Lowered:
     sources: list  # per partition, where each TOSA tensor comes from (ethosweep.compile.tosa_sources)
 
 
+def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) -> Lowered:
+    """lower_program on a quantized program's file. With a store set (ethosweep.runtime.cache), taken
+    from it when it holds the same lowering: the same program bytes, profile and operators kept on
+    the CPU, the same lowering code and tool versions. A fallback's lowering repeats in every cell
+    whose Vela refuses the same operators (each memory mode, every target of the profile) and in
+    its verification: once in the store, it is lowered once."""
+    import json
+
+    from ethosweep.compile.artifacts import load_quantized
+    from ethosweep.runtime import cache
+    from ethosweep.runtime.codeversion import code_version
+    from ethosweep.runtime.provenance import tool_versions
+
+    def lowered_now() -> dict[str, bytes]:
+        lowered = lower_program(load_quantized(quantized), profile, keep_on_cpu)
+        record = {"table": lowered.table, "planned": lowered.planned, "sources": lowered.sources}
+        return {"template": lowered.template, "edge": lowered.edge, "record": json.dumps(record).encode()}
+
+    parts = {
+        "program": cache.content_digest(quantized),
+        "profile": profile,
+        "keep_on_cpu": list(keep_on_cpu),
+        "code": code_version("ethosweep.compile.lowering"),
+        "tools": tool_versions(),
+    }
+    blobs = cache.remembered("lowering", parts, lowered_now)
+    record = json.loads(blobs["record"])
+    return Lowered(blobs["template"], blobs["edge"], record["table"], record["planned"], record["sources"])
+
+
 @without_fx_overheads()  # the same bytes, without what torch.fx spends on them for nothing
 @without_idle_decompositions()  # the same program, without a re-trace that has nothing to do
 def lower_program(exported, profile: str, keep_on_cpu: list[dict] = ()) -> Lowered:

@@ -35,11 +35,12 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 FORMAT = 1  # the layout of an entry: a new layout is a new key space
 ENV = "ETHOSWEEP_CACHE"
@@ -191,6 +192,33 @@ def put(root: Path, key: str, outputs: dict[str, str], about: dict) -> bool:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def remembered(kind: str, parts: dict, compute: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
+    """`compute()`'s results (name -> bytes), taken from the store when it holds them for these key
+    `parts`, put there after computing; without a store, computed. For work inside a job that
+    repeats across jobs and folders: a Vela job's fallback lowering, the fallback's verification.
+    A failure (an exception of `compute`) is never stored."""
+    root = store()
+    if root is None:
+        return compute()
+    key = hashlib.sha256(json.dumps({"format": FORMAT, "kind": kind, **parts}, sort_keys=True).encode()).hexdigest()
+    with tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
+        manifest = Entry.of(root, key).manifest()
+        if manifest is not None:
+            paths = {name: os.path.join(folder, name) for name in manifest.get("outputs", [])}
+            try:
+                if restore(root, key, paths) is not None:
+                    return {name: Path(path).read_bytes() for name, path in paths.items()}
+            except OSError:
+                pass
+        results = compute()
+        paths = {name: os.path.join(folder, name) for name in results}
+        for name, data in results.items():
+            Path(paths[name]).write_bytes(data)
+        if put(root, key, paths, {"rule": kind, "label": kind, "log": ""}):
+            prune(root)
+        return results
 
 
 def remove(folder: Path) -> None:

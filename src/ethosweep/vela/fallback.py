@@ -43,17 +43,16 @@ def compile_by_fallback(
     """Lower `quantized` again with what Vela `refused` kept on the CPU (beside the model's own
     `keep_on_cpu`), and compile the rest with `run` (the cell's Vela). The Fallback, or the
     VelaFailure that says what was refused and why each attempt failed."""
-    from ethosweep.compile.artifacts import load_quantized
-    from ethosweep.compile.lowering import lower_program
+    from ethosweep.compile.lowering import lower_quantized
 
     started = time.perf_counter()
-    program, attempts = load_quantized(quantized), []
+    attempts = []
     why = f"refused by Vela {vela_version} on {run.where}, kept on the CPU (vela.fallback)"
     for nodes in refused.fallbacks():
         keep = [*keep_on_cpu, *({"node": n, "why": why} for n in nodes)]
         try:
             with running("ExecuTorch's Arm lowering", f"lowering again with {len(nodes)} node(s) on the CPU"):
-                relowered = lower_program(program, profile, keep)
+                relowered = lower_quantized(quantized, profile, keep)
             tosas = delegate_payloads(relowered.template)
             # whether the rest compiles: not explained again (no locating, the refusal's reproducer kept)
             payloads, rows, layers = run.compile_all(tosas, explain=False)

@@ -490,13 +490,39 @@ def verify_fallbacks(
 
 def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
     """One fallback lowering, lowered again (the Vela job kept no edge program) and verified in a
-    folder of its own; what the summary and the report need of it."""
+    folder of its own; what the summary and the report need of it. With a store set
+    (ethosweep.runtime.cache), taken from it when it holds this verification: the same programs,
+    inputs and data, profile, kept operators, settings, code and tool versions."""
+    from ethosweep.runtime import cache
+    from ethosweep.runtime.codeversion import code_version
+
+    files = {name: cache.content_digest(settings[name]) for name in ("program", "quantized", "inputs")}
+    dataset = settings.get("dataset")
+    if isinstance(dataset, dict) and dataset.get("path"):  # the model's own data files
+        files["dataset"] = cache.content_digest(dataset["path"])
+    parts = {
+        "files": files,
+        "settings": {k: v for k, v in settings.items() if k not in files},
+        "profile": profile,
+        "keep_on_cpu": entry["keep_on_cpu"],
+        "code": code_version("ethosweep.verify.numerics"),
+        "tools": tool_versions(),
+    }
+    verified = cache.remembered(
+        "fallback verification",
+        parts,
+        lambda: {"record": json.dumps(_verified_lowering(entry, profile, settings)).encode()},
+    )
+    return {"cells": entry["cells"], **json.loads(verified["record"])}
+
+
+def _verified_lowering(entry: dict, profile: str, settings: dict) -> dict:
     import tempfile
 
-    from ethosweep.compile.lowering import lower_program
+    from ethosweep.compile.lowering import lower_quantized
 
     with tempfile.TemporaryDirectory(prefix="ethosweep-fallback-") as folder:
-        lowered = lower_program(load_quantized(settings["quantized"]), profile, entry["keep_on_cpu"])
+        lowered = lower_quantized(settings["quantized"], profile, entry["keep_on_cpu"])
         edge, sources, meta = Path(folder, "edge.pt2"), Path(folder, "tosa_sources.json"), Path(folder, "lower.json")
         atomic_write_bytes(edge, lowered.edge)
         write_json(sources, lowered.sources)
@@ -510,4 +536,4 @@ def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
             **settings,
         )
     kept = ("verdict", "reason", "layer", "checks", "samples", "data", "sampling", "metrics", "tosa_partitions")
-    return {"cells": entry["cells"], "keep_on_cpu": entry["keep_on_cpu"], **{k: record[k] for k in kept}}
+    return {"keep_on_cpu": entry["keep_on_cpu"], **{k: record[k] for k in kept}}
