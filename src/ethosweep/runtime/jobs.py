@@ -72,19 +72,6 @@ def run_rule(smk: Any) -> None:
     )
 
 
-def run_stage(
-    smk: Any,
-    ref: str,
-    *,
-    directories: Sequence[str] = (),
-    aggregate: bool = False,
-    reads_failures: Sequence[str] = (),
-    **kwargs: Any,
-) -> None:
-    """Run library function `ref` for the Snakemake job `smk` with `kwargs` (see run_stages)."""
-    run_stages(smk, (ref, kwargs), directories=directories, aggregate=aggregate, reads_failures=reads_failures)
-
-
 def run_stages(
     smk: Any,
     *steps: tuple[str, dict[str, Any]],
