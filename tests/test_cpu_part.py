@@ -140,3 +140,34 @@ def test_a_channels_last_export_drops_the_input_transposes_and_verifies(tmp_path
     assert nhwc["cycles_total"] < nchw["cycles_total"]
     assert (nchw_verified["verdict"], nhwc_verified["verdict"]) == ("ok", "ok")
     assert nhwc_verified["metrics"]["max_error_steps"] == 0
+
+
+def test_a_float_boundary_in_an_integer_partition_compiles_and_says_it_will_not_run(tmp_path):
+    """tests/models/split_boundary.py is YOLO's C2PSA in miniature: a split whose one half passes the
+    bmm the partitioner leaves on the CPU (int16 on Ethos-U55). ExecuTorch 1.5 leaves that half a
+    float32 output of an int16 partition, a program the device rejects (pytorch/executorch#19364).
+    The cell compiles and says it will not run, naming the line; its numerics say why they are
+    unverified; on Ethos-U85 (bmm in int16 on the NPU) the same model is ok."""
+    work = make_workdir(
+        tmp_path,
+        {
+            "models": [{"name": "split", "file": "tests/models/split_boundary.py"}],
+            "targets": ["ethos-u55-128", "ethos-u85-256"],
+            "memory_modes": ["Shared_Sram"],
+            "quantization": ["a16w8"],
+            "cpu_targets": [],
+        },
+    )
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    proc = snakemake(work)
+    rows = rows_of(work)
+    u55, u85 = rows["split", "ethos-u55-128"], rows["split", "ethos-u85-256"]
+    assert u55["status"] == "will not run" and int(u55["vela_cycles_total"]) > 0
+    assert u55["reason"].startswith("compiled, will not run: NPU output executorch_call_delegate[0] taken as float32")
+    assert "given as int16" in u55["reason"] and "#19364" in u55["reason"]
+    assert "split_boundary.py:17: a, b = self.cv1(x).split((8, 8), dim=1)" in u55["reason"]
+    assert u55["numerics"] == "unverified"
+    why = u55["numerics_reason"]
+    assert "takes output 0 of NPU partition 0" in why and "While executing" not in why
+    assert (u85["status"], u85["delegation"], u85["numerics"]) == ("ok", "full", "ok")
+    assert "will not run: split [a16w8] ethos-u55-128 / Shared_Sram: compiled, will not run" in proc.stderr

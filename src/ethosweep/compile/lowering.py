@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import operator
 import re
 from dataclasses import dataclass
 
 from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.compile.fx_overheads import without_fx_overheads, without_idle_decompositions
+from ethosweep.compile.tosa_graph import output_dtypes
 from ethosweep.compile.tosa_sources import node_sources
 
 # Run by ExecuTorch's Arm backend on the lowering's behalf (its TOSA backend writes every partition
@@ -237,7 +239,44 @@ def delegation_table(edge, rejections: list[tuple[str, str]] = ()) -> dict:
         "switches": npu_cpu_switches(graph),
         "cpu_macs": cpu_macs(graph),
         "cpu_tensor_bytes": cpu_tensor_bytes(graph),
+        "boundary_mismatches": boundary_mismatches(edge.exported_program().graph_module),
     }
+
+
+def boundary_mismatches(graph_module) -> list[str]:
+    """The NPU outputs the program takes as float while their partition's TOSA gives integers, in
+    words. ExecuTorch 1.5 can leave a dequantize and a float operator inside an integer-only
+    partition at its exit (a16w8 YOLO on Ethos-U55: dequantize -> split, one half to the CPU); the
+    program then describes an int16 buffer as float32, which the device's Ethos-U backend rejects
+    (pytorch/executorch#19364; fixed upstream by keeping such boundaries quantized, #22966)."""
+    found = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or "executorch_call_delegate" not in str(node.target):
+            continue
+        lowered = getattr(graph_module, node.args[0].target)
+        values = node.meta.get("val")
+        values = values if isinstance(values, (list, tuple)) else [values]
+        takers = {user.args[1]: user for user in node.users if user.target is operator.getitem}
+        for index, (value, given) in enumerate(zip(values, output_dtypes(lowered.processed_bytes))):
+            if hasattr(value, "dtype") and value.dtype.is_floating_point and given.startswith("INT"):
+                taker = takers.get(index)
+                users = list(taker.users) if taker is not None else []
+                into = ", ".join(u.name for u in users) or "the program's output"
+                found.append(
+                    f"NPU output {node.name}[{index}] taken as {str(value.dtype).removeprefix('torch.')}, "
+                    f"given as {given.lower()} (into {into}{''.join(code_line(u) for u in users[:1])})"
+                )
+    return found
+
+
+def code_line(node) -> str:
+    """' at ultralytics/nn/modules/block.py:1491: a, b = ...' : the model's line a node comes from, or ''."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.+)', node.meta.get("stack_trace") or "")
+    if not frames:
+        return ""
+    path, line, code = frames[-1]
+    short = "/".join(path.split("/site-packages/")[-1].split("/")[-4:])
+    return f" at {short}:{line}: {code.strip()}"
 
 
 def _is_cpu_compute(node) -> bool:

@@ -221,11 +221,13 @@ def cell_row(
         fallback_reason(fallback) if fallback else _delegation_reason(table) if table["delegated"] != "full" else ""
     )
     missing = (lowered.get("cpu_kernels") or {}).get("missing") or []
+    mismatches = table.get("boundary_mismatches") or []
     row = {
         **cell_key(cell),
-        # compiled, but the runner has no kernel for an operator it leaves on the CPU: it fails at load
-        "status": "will not load" if missing else "ok",
-        "reason": "; ".join(filter(None, [will_not_load(missing), reason])),
+        # compiled, but the runner has no kernel for an operator it leaves on the CPU: it fails at
+        # load; or the program takes an NPU output as float that the NPU writes as integers
+        "status": "will not load" if missing else "will not run" if mismatches else "ok",
+        "reason": "; ".join(filter(None, [will_not_load(missing), will_not_run(mismatches), reason])),
         "delegation": table["delegated"],
         "partitions": table["partitions"],
         "npu_ops": table["npu_ops"],
@@ -276,6 +278,23 @@ def cell_row(
             }
         )
     return row
+
+
+# the statuses of a cell that compiled (Vela's figures stand), ok or not
+COMPILED = ("ok", "will not load", "will not run")
+
+
+def will_not_run(mismatches: list[str]) -> str:
+    """'compiled, will not run: ...' for a program that takes an NPU output in another dtype than
+    the NPU writes it (ethosweep.compile.lowering.boundary_mismatches), or ''."""
+    if not mismatches:
+        return ""
+    return (
+        f"compiled, will not run: {mismatches[0]}{f' and {len(mismatches) - 1} more' if mismatches[1:] else ''}: "
+        "ExecuTorch left a float boundary in an integer-only partition, which the device's Ethos-U backend "
+        "rejects (pytorch/executorch#19364, fixed upstream by #22966; until then: int8, or an Ethos-U85, "
+        "where the operator the partitioner leaves on the CPU runs on the NPU)"
+    )
 
 
 def cpu_part_columns(table: dict, missing: list[str]) -> dict:
@@ -381,7 +400,7 @@ def format_table(rows: list[dict]) -> str:
     ]
     lines = []
     for r in rows:
-        ok = r.get("status") in ("ok", "will not load")  # compiled: its figures are Vela's
+        ok = r.get("status") in COMPILED  # its figures are Vela's
         flash = sum(
             number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib")
         )

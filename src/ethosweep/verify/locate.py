@@ -35,15 +35,12 @@ listed too (`unpaired`), so a verdict can say what it could not see.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ethosweep.compile.tosa_graph import loaded, quiet_c_output
 from ethosweep.verify.accounted import Unseen, accounted_for, unpaired_before
 from ethosweep.verify.layers import activation_bits, describe, internal_activations, is_quantize, layer_sources
 from ethosweep.verify.pairing import in_pytorch_layout, pair_activations
@@ -114,17 +111,7 @@ class Location:
 def with_intermediates_as_outputs(tosa: bytes) -> tuple[bytes, list[str]]:
     """The TOSA flatbuffer with every operator's output (constants aside) a graph output too,
     and the names of all outputs in order (the original outputs first)."""
-    import tosa_serializer as ts
-
-    # the serializer's path prefix is where it would write tensor data files: a folder of our own
-    with tempfile.TemporaryDirectory(prefix="ethosweep-locate-") as tmp, quiet_c_output():
-        path = os.path.join(tmp, "partition.tosa")
-        with open(path, "wb") as f:
-            f.write(tosa)
-        graph = ts.TosaSerializer(tmp)
-        if not graph.loadTosaFlatbuffer(path):
-            raise RuntimeError("tosa_serializer could not read the partition's TOSA")
-        block = graph.regions[0].basicBlocks[0]
+    with loaded(tosa) as (graph, block):
         names = list(block.outputs)
         for operator in block.operators:
             if str(operator.op) in ("Op.CONST", "Op.CONST_SHAPE"):
@@ -254,18 +241,3 @@ def locate(
 
 def _steps(a: torch.Tensor, b: torch.Tensor) -> int:
     return int((a.to(torch.int32) - b.to(torch.int32)).abs().max()) if a.numel() else 0
-
-
-@contextlib.contextmanager
-def quiet_c_output():
-    """tosa-tools print notices to stdout from C++: keep them out of the job's log."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)

@@ -12,6 +12,7 @@ on that sample, and the command that runs them on the reference model outside th
 
 from __future__ import annotations
 
+import operator
 import shlex
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from ethosweep.compile.tosa_graph import quiet_c_output
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import Fault, StageError
 from ethosweep.runtime.isolation import ToolCrashed, call_in_child
@@ -29,8 +31,6 @@ TOOL = "the TOSA reference model"
 
 def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     import tosa_reference_model as reference
-
-    from ethosweep.verify.locate import quiet_c_output
 
     arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
     with quiet_c_output():  # the library prints a version notice to stdout on every run
@@ -81,8 +81,40 @@ class NpuInterpreter(torch.fx.Interpreter):
             on = f" on sample {self.sample}" if self.sample is not None else ""
             with running(TOOL, f"running partition {partition}{on}"):
                 outputs = run_tosa(lowered.processed_bytes, inputs)
+            check_boundary(self._node, partition, outputs)
             return tuple(from_dim_order(t, value) for t, value in zip(outputs, _values(self._node)))
         return super().call_function(target, args, kwargs)
+
+
+class BoundaryMismatch(StageError):
+    """The lowered program takes a partition's output in another dtype than its TOSA gives."""
+
+    def __str__(self) -> str:
+        return self.message  # without the node torch.fx appends to the error's args on its way out
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def check_boundary(node, partition, outputs: tuple[torch.Tensor, ...]) -> None:
+    """Each output of a delegate call in the dtype the lowered program expects of it. ExecuTorch's
+    lowering can leave a CPU quantize after an NPU output it did not dequantize (a16w8, an output
+    taken apart by a split: the graph says float32 where the partition's TOSA gives int16); the CPU
+    part then cannot use it as lowered, and that, not a tolerance, is what the cell's numerics
+    must say."""
+    users = {u.args[1]: u for u in node.users if u.target is operator.getitem}
+    for index, (tensor, value) in enumerate(zip(outputs, _values(node))):
+        # float expected, an integer given (an integer width the TOSA profile lacks, int64 as int32, is not this)
+        if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and not tensor.dtype.is_floating_point:
+            taker = users.get(index)
+            into = f" ({taker.name}, into {', '.join(u.name for u in taker.users)})" if taker is not None else ""
+            raise BoundaryMismatch(
+                f"the lowered program takes output {index} of NPU partition {partition}{into} as "
+                f"{str(value.dtype).removeprefix('torch.')}, but the partition gives "
+                f"{str(tensor.dtype).removeprefix('torch.')}: ExecuTorch's lowering left it without a "
+                "dequantize at the NPU-CPU boundary, so the program's CPU part cannot run on what the NPU gives"
+            )
 
 
 def _dim_order(value) -> tuple[int, ...] | None:
