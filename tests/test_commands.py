@@ -41,6 +41,12 @@ TESTED = {
     # planned as written (a preset's full run takes an hour); its smoke subset runs in test_benchmarks.py
     "uv run snakemake --cores 8 --configfile config/zoos/mobile_classifiers.yaml": "test_commands.py (plan)",
     "uv run snakemake --cores 8 --configfile config/zoos/attention.yaml": "test_commands.py (plan)",
+    "uv run snakemake --cores 8 --configfile config/zoos/segmentation.yaml": "test_commands.py (plan)",
+    "uv run snakemake --cores 8 --configfile config/zoos/speech.yaml": "test_commands.py (plan)",
+    "uv run --extra zoos snakemake --cores 8 --configfile config/zoos/detection.yaml": "test_commands.py (plan)",
+    "uv run --extra zoos snakemake --cores 8 --configfile config/zoos/vision_transformers.yaml": (
+        "test_commands.py (plan)"
+    ),
     # with the flags the single-node test cluster needs (2 CPUs, no accounting database)
     "uv run snakemake --profile workflow/profiles/slurm": "test_slurm.py",
     "uv run pytest -m slurm": "test_slurm.py is that selection",
@@ -109,11 +115,22 @@ def test_the_sweep_command_as_written(sweep_copy):
     assert "6 of 6 cells ok" in proc.stderr
 
 
-@pytest.mark.parametrize(("preset", "models"), [("mobile_classifiers", 9), ("attention", 3)])
-def test_a_zoo_preset_as_written_plans_its_whole_matrix(tmp_path, preset, models):
+@pytest.mark.parametrize(
+    ("preset", "models", "uv_run"),
+    [
+        ("mobile_classifiers", 9, "uv run"),
+        ("attention", 3, "uv run"),
+        ("segmentation", 2, "uv run"),
+        ("speech", 3, "uv run"),
+        # with the optional packages they need (ultralytics, timm): the command installs them
+        ("detection", 3, "uv run --extra zoos"),
+        ("vision_transformers", 2, "uv run --extra zoos"),
+    ],
+)
+def test_a_zoo_preset_as_written_plans_its_whole_matrix(tmp_path, preset, models, uv_run):
     work = make_workdir(tmp_path / "w", {"models": [{"name": "mnist", "file": "models/mnist.py"}]})
     shutil.copytree(REPO / "config" / "zoos", work / "config" / "zoos")
-    command = f"uv run snakemake --cores 8 --configfile config/zoos/{preset}.yaml"
+    command = f"{uv_run} snakemake --cores 8 --configfile config/zoos/{preset}.yaml"
     proc = typed(f"{command} --dry-run", work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # every model on 3 NPUs in 2 schemes: lowered once per scheme and TOSA profile, Vela per cell

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
-from ethosweep.runtime.codeversion import code_version
+from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import worker as ethosweep_worker
@@ -154,6 +154,16 @@ def model_source_file(wildcards):
 def model_reads(wildcards):
     """The files a model's code reads (`reads:`): editing one reruns that model's chain."""
     return list(SWEEP.models[wildcards.model].reads)
+
+
+def model_code(*modules):
+    """A `code` param for the stages that run a model's code: theirs and, for an `import:` model built
+    by ethosweep's own module (ethosweep.compile.deployable), that module's, so editing it reruns them."""
+
+    def version(wildcards):
+        return code_version(*modules, *own_model_modules(SWEEP.models[wildcards.model].import_path))
+
+    return version
 
 
 def model_tools(*modules):

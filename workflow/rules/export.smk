@@ -27,6 +27,6 @@ rule export_model:
         model=model_params,
         seed=SWEEP.seed,
         tools=model_tools("ethosweep.compile.export"),
-        code=code_version("ethosweep.compile.export"),
+        code=model_code("ethosweep.compile.export"),
     script:
         "../scripts/stage.py"

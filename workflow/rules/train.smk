@@ -27,6 +27,6 @@ rule train_model:
         dataset=model_dataset,
         train=model_training,
         tools=model_tools("ethosweep.compile.train"),
-        code=code_version("ethosweep.compile.train"),
+        code=model_code("ethosweep.compile.train"),
     script:
         "../scripts/stage.py"

@@ -156,7 +156,7 @@ def _load_import(spec: ModelSpec) -> Any:
         with running(where, f"importing {module_name}"):
             module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ModelError(f"{where}: import path does not resolve: {error}") from error
+        raise ModelError(f"{where}: import path does not resolve: {error}{_install_hint(error)}") from error
     except (Exception, SystemExit) as error:
         raise ModelError(f"{where}: importing {module_name} {raised(error)}") from error
     factory = getattr(module, attr, None)
@@ -166,7 +166,17 @@ def _load_import(spec: ModelSpec) -> Any:
         with running(where, f"calling {attr}(**{spec.kwargs})"):
             return factory(**spec.kwargs)
     except (Exception, SystemExit) as error:
-        raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) {raised(error)}") from error
+        raise ModelError(f"{where}: calling {attr}(**{spec.kwargs}) {raised(error)}{_install_hint(error)}") from error
+
+
+def _install_hint(error: BaseException) -> str:
+    """How to install a missing package that one of ethosweep's optional extras provides (a zoo
+    preset's ultralytics or timm), or ''."""
+    from ethosweep.runtime.packages import extra_providing
+
+    missing = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
+    extra = extra_providing(missing) if missing else None
+    return f" (ethosweep's optional '{extra}' packages have it: run with `uv run --extra {extra} ...`)" if extra else ""
 
 
 # BatchNorm statistics re-estimated on this many seeded inputs: a cumulative average (momentum None),

@@ -66,6 +66,16 @@ def data_files(module: str) -> tuple[Path, ...]:
     return tuple(sorted(p for p in folder.rglob("*") if p.is_file())) if folder.is_dir() else ()
 
 
+def own_model_modules(import_path: str | None) -> tuple[str, ...]:
+    """The ethosweep module an `import:` model is built by (`ethosweep.compile.deployable:yolo`), as
+    a one-tuple; none for a model file, another package's model or a module that does not exist
+    (the export stage says so)."""
+    module = (import_path or "").partition(":")[0]
+    if module.split(".")[0] != PACKAGE or not module_path(module).is_file():
+        return ()
+    return (module,)
+
+
 def code_version(*modules: str) -> str:
     """sha256 (shortened) over the source of the modules' import closures and their package data
     (a job running several stages, in order, hashes them all)."""

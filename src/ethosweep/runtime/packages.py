@@ -41,7 +41,7 @@ from typing import Callable
 
 from packaging.requirements import Requirement
 
-from ethosweep.runtime.codeversion import PACKAGE, PACKAGE_DIR, closure, module_path
+from ethosweep.runtime.codeversion import PACKAGE, PACKAGE_DIR, closure, module_path, own_model_modules
 from ethosweep.runtime.io import atomic_write_text
 
 ALSO_RUNS = "ALSO_RUNS"
@@ -114,6 +114,17 @@ def _requirements(dist: str) -> tuple[str, ...]:
         if name is not None:
             found.append(name)
     return tuple(found)
+
+
+def extra_providing(module: str) -> str | None:
+    """The optional extra of ethosweep (pyproject's `optional-dependencies`) whose packages include the
+    top-level `module` (`timm` -> 'zoos'), read from ethosweep's installed metadata; None if none."""
+    for line in metadata.requires(PACKAGE) or ():
+        requirement = Requirement(line)
+        marker = str(requirement.marker or "")
+        if _canonical(requirement.name) == _canonical(module.split(".")[0]) and "extra ==" in marker:
+            return marker.split("extra ==")[1].strip().strip("'\"")
+    return None
 
 
 def dependency_closure(dists: set[str]) -> set[str]:
@@ -301,6 +312,9 @@ def _model_top_levels(file: str | None, import_path: str | None) -> frozenset[st
     """The third-party top-level modules a model's own code imports (read, not imported: cheap)."""
     if import_path is not None:
         top_levels = {import_path.partition(":")[0].split(".")[0]}
+        # a model built by ethosweep's own module (ethosweep.compile.deployable): the packages it imports
+        for module in own_model_modules(import_path):
+            top_levels |= {name.split(".")[0] for name in _imports_of(module_path(module))}
     elif file is not None and Path(file).is_file():
         top_levels = set().union(*(_imports_of(Path(f)) for f in (file, *local_modules(file))))
         top_levels = {name.split(".")[0] for name in top_levels} - {name.split(".")[0] for name in _local_names(file)}
