@@ -43,7 +43,9 @@ def stages() -> dict[str, tuple[list[str], list[str] | None]]:
     for rule, body in rule_blocks().items():
         if not re.search(r'script:\s*\n\s*"\.\./scripts/stage\.py"', body):
             continue
-        code = re.search(r"code=code_version\(([^)]*)\)", body)
+        # model_code(...): code_version of the same modules, and of the ethosweep module that builds
+        # an `import:` model (workflow/rules/common.smk)
+        code = re.search(r"code=(?:code_version|model_code)\(([^)]*)\)", body)
         modules = re.findall(r'"([\w.]+)"', code.group(1)) if code else None
         found[rule] = (rule_stages(body), modules)
     return found
