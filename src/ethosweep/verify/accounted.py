@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ethosweep.verify.layers import activation_inputs, is_exact, is_quantize, layer_sources, upstream
+from ethosweep.verify.pairing import moves_its_input
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ def fused_into_paired_consumers(
         tosa_values[p][t]
         for p, tensors in enumerate(tensor_sources)
         for t, recorded in tensors.items()
-        if names & set(recorded["sources"]) and t in tosa_values[p]
+        if names & set(recorded["sources"])
+        and t in tosa_values[p]
+        and not moves_its_input((p, t), tensor_sources, names)  # its input's layout, not its result
     ]
     # an accumulator: int32, or an int16 convolution's INT48, which the reference model cannot
     # return (it leaves an empty array); a tensor of another size is not it (the SLICE a strided

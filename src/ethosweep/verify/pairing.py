@@ -27,7 +27,7 @@ def pair_activations(
 ) -> dict[str, tuple[int, str]]:
     """quantize node name -> (partition, TOSA tensor name) for each activation the NPU computes.
     `uncertain` collects the activations whose runner-up candidate is about as close as the pick."""
-    pairs = {}
+    pairs, no_result = {}, set()
     uncertain = set() if uncertain is None else uncertain
     for node in quant_graph.nodes:
         if not is_quantize(node) or node.name not in plain:
@@ -52,14 +52,42 @@ def pair_activations(
             and _same_dtype(tosa_values[partition][t], plain[node.name])
             and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order"), plain[node.name]) is not None
         ]
-        if candidates:
-            pairs[node.name] = closest(candidates, tensor_sources, tosa_values, plain[node.name], uncertain, node.name)
-    pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs, uncertain=uncertain)
+        own = [c for c in candidates if not moves_its_input(c, tensor_sources, names)]
+        if own:
+            pairs[node.name] = closest(own, tensor_sources, tosa_values, plain[node.name], uncertain, node.name)
+        elif candidates:
+            # only the layout of the layer's input is there: its result was folded into its consumer
+            # (an int16 convolution's output rescale merged with the next add's input rescale)
+            no_result.add(node.name)
+    pair_downstream(quant_graph, tensor_sources, tosa_values, plain, pairs, uncertain=uncertain, skip=no_result)
     return pairs
 
 
+# TOSA operators that only move values (by ExecuTorch's tensor names, 'tosa_transpose_default_1')
+_MOVES = ("tosa_transpose", "tosa_reshape", "tosa_slice")
+
+
+def moves_its_input(candidate: tuple[int, str], tensor_sources: list, names: set[str]) -> bool:
+    """Whether a TOSA tensor named after a layer only lays out that layer's input: a transpose (or
+    reshape, slice) that ExecuTorch inserts before the layer carries its provenance, with its input
+    from outside the layer. Its values are the input's, not the layer's result."""
+    partition, tensor = candidate
+    tensors = tensor_sources[partition]
+    if not tensor.startswith(_MOVES):
+        return False
+    inputs = tensors[tensor].get("inputs", [])
+    return bool(inputs) and not any(names & set(tensors.get(i, {}).get("sources", [])) for i in inputs)
+
+
 def pair_downstream(
-    quant_graph, tensor_sources, tosa_values, plain, pairs: dict, hops: int = 3, uncertain: set | None = None
+    quant_graph,
+    tensor_sources,
+    tosa_values,
+    plain,
+    pairs: dict,
+    hops: int = 3,
+    uncertain: set | None = None,
+    skip: set = frozenset(),
 ) -> None:
     """Pair, in place, the activations no provenance names, through the TOSA graph's data flow.
 
@@ -70,7 +98,9 @@ def pair_downstream(
     was paired with."""
     taken = {(p, t) for p, t in pairs.values()}
     for node in quant_graph.nodes:
-        if not is_quantize(node) or node.name in pairs or node.name not in plain or not layer_sources(node):
+        if not is_quantize(node) or node.name in pairs or node.name in skip or node.name not in plain:
+            continue
+        if not layer_sources(node):
             continue
         if is_exact(layer_ops(node)):
             continue  # recomputed from its input (pair_activations)
