@@ -90,3 +90,31 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     u55 = rows(work)["ethos-u55-128"]
     assert u55["status"] == "failed" and u55["reason"].startswith(f"vela: {REFUSED}")
     assert rows(work)["ethos-u85-256"]["status"] == "ok"
+
+
+def test_a_part_with_shape_operands_is_rebuilt_with_them(tmp_path):
+    """TOSA 1.0 gives a SLICE its start and size as shape constants, which are not tensors: the
+    search for refused operators read them as tensors and stopped (MobileViT-XXS int8 on Ethos-U55,
+    where Vela crashes). A part holding a SLICE now carries its shape constants with their values,
+    and Vela compiles it."""
+    from ethosweep.compile.lowering import delegate_payloads, lower_quantized
+    from ethosweep.compile.tosa_graph import loaded
+    from ethosweep.vela import refusals
+    from ethosweep.vela.partitions import compile_partition
+    from ethosweep.verify import chain
+
+    chain.export(tmp_path, {"name": "split", "file": "tests/models/split_conv.py"})
+    chain.quantize(tmp_path, "split", "int8", "u55")
+    (tosa,) = delegate_payloads(lower_quantized(str(tmp_path / "split.pt2"), "u55").template)
+    with loaded(tosa) as (_, block):
+        operators = list(block.operators)
+        (index,) = [i for i, op in enumerate(operators) if str(op.op) == "Op.SLICE"][:1]
+        wanted = {name: refusals._shape_values(block.shapes[name]) for name in operators[index].inputs[1:]}
+    part = refusals.part_of(tosa, {index})
+    with loaded(part) as (_, block):
+        assert [str(op.op) for op in block.operators][-1] == "Op.SLICE"
+        assert {name: refusals._shape_values(block.shapes[name]) for name in wanted} == wanted
+    assert wanted[operators[index].inputs[2]] == [1, 4, 4, 8]  # a half of the 16 channels, NHWC
+    flags = ["--accelerator-config=ethos-u55-128", "--output-format=raw"]
+    payload, row, _ = compile_partition(part, flags, tmp_path / "vela", what="Vela on a part")
+    assert payload and row

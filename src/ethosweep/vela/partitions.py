@@ -257,6 +257,11 @@ class VelaRun:
         if crashed and located.compiled == 0:
             # every part crashed: the search narrowed nothing, and a crash is named by its signal
             return Search(None, f"no part of the partition compiled without crashing ({located.tries} Vela runs)")
+        if not located.refused:
+            # the parts, rebuilt from the partition's operators, compile: the crash needs it whole
+            return Search(
+                None, f"the partition's operators compile when Vela is given them apart ({located.tries} Vela runs)"
+            )
         recorded = sources[index] if sources and index < len(sources) else {}
         located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
         return Search(located, "")

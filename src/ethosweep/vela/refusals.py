@@ -144,8 +144,14 @@ def part_of(tosa: bytes, keep: set[int]) -> bytes:
         read_outside = {t for op in operators if id(op) not in kept_ids for t in op.inputs} | set(block.outputs)
         graph = ts.TosaSerializer(out, targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
         names: dict[str, str] = {}
+        shapes = block.shapes  # TOSA 1.0's shape operands (a SLICE's start and size): not tensors
         for name in dict.fromkeys(t for op in kept for t in op.inputs):
             if name in produced:
+                continue
+            if name in shapes:  # a CONST_SHAPE's, written as ExecuTorch writes it
+                shape = shapes[name]
+                graph.addConst([shape.rank], ts.DType.SHAPE, _shape_values(shape), name=name)
+                names[name] = name
                 continue
             tensor = block.getTensorByName(name)
             if name in constants:
@@ -167,6 +173,11 @@ def part_of(tosa: bytes, keep: set[int]) -> bytes:
         for name in leaving or list(kept[-1].outputs):
             graph.addOutputTensor(written.getTensorByName(names[name]))
         return bytes(graph.serialize())
+
+
+def _shape_values(shape) -> list[int]:
+    """A loaded shape constant's values (stored as little-endian int64 bytes)."""
+    return np.frombuffer(bytes(shape.data), dtype="<i8").tolist()
 
 
 def _attribute(loaded):
