@@ -631,6 +631,19 @@ def test_the_transpose_of_a_layers_input_is_not_taken_for_its_result(tmp_path):
     assert max(layer["own_steps"] for layer in location["layers"]) <= 1
 
 
+def test_an_activation_whose_result_is_only_in_a_scrambled_layout_is_not_paired_downstream(tmp_path):
+    """tests/models/conv_relu_flatten.py, int16: ExecuTorch moves the ReLU after the permute and the
+    flatten that follow it, so its result is in the TOSA only as [1, 24, 1, 56]. Looked for downstream
+    of its input, it was paired with the convolution's result before the clamp, thousands of steps
+    off while the output was one step off (the speech preset's GRU and LSTM spotters were flagged so).
+    It is left unpaired, and the model is ok."""
+    record = pipeline(tmp_path, "tests/models/conv_relu_flatten.py", "crf", scheme="a16w8")
+    assert (record["verdict"], lowering(record)["verdict"]) == ("ok", "ok"), record["reason"]
+    location = record["location"]
+    assert [layer["layer"] for layer in location["unpaired"]] == ["relu"]
+    assert max(layer["own_steps"] for layer in location["layers"]) <= 1
+
+
 @pytest.mark.parametrize(("scheme", "profile"), [("a16w8", "u55"), ("a16w8", "u85"), ("int8", "u55"), ("int8", "u85")])
 def test_a_healthy_mixer_block_is_ok_whatever_its_layer_norm_shows(tmp_path, scheme, profile):
     """LayerNorm -> Linear -> GELU -> Linear with a residual: with int16 activations its LayerNorm is

@@ -43,15 +43,27 @@ def pair_activations(
         shape = tuple(plain[node.name].shape)
         # over every partition: node names can recur in another partition's provenance (a bias
         # add, a residual add), and the tensor that holds this activation is the closest to it
-        candidates = [
+        named = [
             (partition, t)
             for partition, tensors in enumerate(tensor_sources)
             for t, recorded in tensors.items()
             if names & set(recorded["sources"])
             and t in tosa_values[partition]
             and _same_dtype(tosa_values[partition][t], plain[node.name])
-            and in_pytorch_layout(tosa_values[partition][t], shape, recorded.get("order"), plain[node.name]) is not None
         ]
+        candidates = [
+            (partition, t)
+            for partition, t in named
+            if in_pytorch_layout(
+                tosa_values[partition][t], shape, tensor_sources[partition][t].get("order"), plain[node.name]
+            )
+            is not None
+        ]
+        if named and not candidates:
+            # its result is there, in a layout no reading recovers (a ReLU ExecuTorch moved after the
+            # permute and flatten that follow it): a tensor downstream of its input would be another's
+            no_result.add(node.name)
+            continue
         own = [c for c in candidates if not moves_its_input(c, tensor_sources, names)]
         if own:
             pairs[node.name] = closest(own, tensor_sources, tosa_values, plain[node.name], uncertain, node.name)
