@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import tosa_profile  # noqa: E402
 from ethosweep.results.operators import format_top  # noqa: E402
+from ethosweep.results.summary import COMPILED  # noqa: E402
 from peer import (  # noqa: E402
     compare_work,
     peer_cells,
@@ -145,8 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = list(csv.DictReader(open(summary, newline="")))
     cells = {r["cell"]: r for r in rows}
+    # compiled but the device cannot run it ("will not load", "will not run") is neither ok nor failed
     status = Counter(
-        "failed" if r["status"] != "ok" else "partial" if r.get("delegation") == "partial" else "ok"
+        r["status"]
+        if r["status"] in COMPILED[1:]
+        else "failed"
+        if r["status"] != "ok"
+        else "partial"
+        if r.get("delegation") == "partial"
+        else "ok"
         for r in cells.values()
     )
     print(f"\n{len(cells)} cells in {seconds:.0f} s: {3600 * len(cells) / seconds:.0f} cells per hour")
@@ -154,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     for cell, row in cells.items():
         if row["status"] != "ok":
-            print(f"  failed: {cell}: {row.get('reason') or 'NO REASON'}")
+            said = row["status"] if row["status"] in COMPILED else "failed"
+            print(f"  {said}: {cell}: {row.get('reason') or 'NO REASON'}")
             if not row.get("reason"):
                 problems.append(f"{cell} failed without a reason")
     models_csv = work / "results" / "operator_models.csv"
