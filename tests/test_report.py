@@ -355,3 +355,30 @@ def _chunks(data: bytes):
     while offset < len(data):
         yield offset
         offset += 12 + struct.unpack(">I", data[offset : offset + 4])[0]
+
+
+def test_the_sweep_matrix_has_a_row_per_scheme_when_there_are_several():
+    """With int8 and a16w8 in one sweep, each model has a row per scheme: one scheme's cells must not
+    hide the other's (a detector's a16w8 cells that will not run hid its int8 times)."""
+    from ethosweep.results.report.glance import sweep_matrix
+
+    def row(quant, target, status, ms):
+        return {
+            "model": "yolo11n",
+            "quantization": quant,
+            "target": target,
+            "system_config": "s",
+            "memory_mode": "Shared_Sram",
+            "vela_version": "5.1.0",
+            "board": "",
+            "status": status,
+            "vela_inference_ms": ms,
+            "cpu_ops": "0",
+        }
+
+    rows = [row("int8", "ethos-u55-128", "ok", "10.04"), row("a16w8", "ethos-u55-128", "will not run", "14.41")]
+    matrix = sweep_matrix(rows)
+    assert [r["model"] for r in matrix["rows"]] == ["yolo11n [int8]", "yolo11n [a16w8]"]
+    (int8,), (a16w8,) = (r["cells"] for r in matrix["rows"])
+    assert (int8["ms"], int8["marks"], a16w8["ms"], a16w8["marks"]) == (10.04, [], None, ["failed"])
+    assert [r["model"] for r in sweep_matrix(rows[:1])["rows"]] == ["yolo11n"]  # one scheme: as before

@@ -42,13 +42,19 @@ def dark(fraction: float) -> bool:
 
 
 def sweep_matrix(rows: list[dict]) -> dict:
-    """Model x (target, memory mode): each cell's Vela time and what to mark."""
+    """Model (and scheme, when several) x (target, memory mode): each cell's Vela time and what to mark."""
     boards_of = defaultdict(list)
     for row in rows:
         if row.get("board"):
             boards_of[cell_id(row)].append(row)
     cells = unique_cells(rows)
-    models = list(dict.fromkeys(r["model"] for r in cells))
+    # a row per model and scheme when the sweep has several (one scheme's cells would hide the other's)
+    several = len({r["quantization"] for r in cells}) > 1
+
+    def label(r: dict) -> str:
+        return f"{r['model']} [{r['quantization']}]" if several else r["model"]
+
+    models = list(dict.fromkeys(label(r) for r in cells))
     columns = list(dict.fromkeys((r["target"], r["memory_mode"]) for r in cells))
     times = [number(r.get("vela_inference_ms")) for r in cells if r.get("status") == "ok"]
     # floored at a microsecond, where the matrix says "<0.001": a one-operator cell of a few cycles
@@ -57,7 +63,7 @@ def sweep_matrix(rows: list[dict]) -> dict:
     low, high = (math.log10(min(times)), math.log10(max(times))) if times else (0.0, 0.0)
     grid = {(m, c): None for m in models for c in columns}
     for row in cells:
-        grid[row["model"], (row["target"], row["memory_mode"])] = _matrix_cell(row, boards_of[cell_id(row)], low, high)
+        grid[label(row), (row["target"], row["memory_mode"])] = _matrix_cell(row, boards_of[cell_id(row)], low, high)
     return {
         "columns": [{"target": t, "memory_mode": m} for t, m in columns],
         "rows": [{"model": m, "cells": [grid[m, c] for c in columns]} for m in models],
