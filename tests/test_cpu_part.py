@@ -171,3 +171,5 @@ def test_a_float_boundary_in_an_integer_partition_compiles_and_says_it_will_not_
     assert "takes output 0 of NPU partition 0" in why and "While executing" not in why
     assert (u85["status"], u85["delegation"], u85["numerics"]) == ("ok", "full", "ok")
     assert "will not run: split [a16w8] ethos-u55-128 / Shared_Sram: compiled, will not run" in proc.stderr
+    heading = "2 of 2 cells compiled</b> (1 will not run or load on the device)"
+    assert heading in (work / "results/report/index.html").read_text()

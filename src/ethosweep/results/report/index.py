@@ -14,6 +14,7 @@ from pathlib import Path
 from ethosweep.results.report import glance
 from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_plot
 from ethosweep.results.report.render import block, fmt, render
+from ethosweep.results.summary import COMPILED
 from ethosweep.results.table import (
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
@@ -242,7 +243,9 @@ def render_index(
         "index.html",
         sweep_text=sweep_text,
         cells_total=len(unique_cells(rows)),
-        cells_failed=len(unique_cells([r for r in rows if r["status"] != "ok"])),
+        cells_compiled=len(unique_cells([r for r in rows if r["status"] in COMPILED])),
+        # compiled, but the device cannot load or run the program (ethosweep.results.summary)
+        cells_unrunnable=len(unique_cells([r for r in rows if r["status"] in COMPILED[1:]])),
         placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith("does not fit")),
         numerics_heading=numerics_heading(rows),
         opens_on=opens_on,
