@@ -26,10 +26,11 @@ from __future__ import annotations
 import re
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from ethosweep.compile.tosa_graph import loaded
 
 # Vela runs at most this many times to locate the refused operators of one partition: a
 # bisection finds k refused units among n in about 2k*log2(n) tries (MobileNetV2 a16w8 on
@@ -91,23 +92,11 @@ class Location:
 # ---- the partition's operators, and a part of them as a TOSA graph of its own ------------------
 
 
-def _load(tosa: bytes, folder: str):
-    import tosa_serializer as ts
-
-    path = Path(folder) / "partition.tosa"
-    path.write_bytes(tosa)
-    graph = ts.TosaSerializer(folder)
-    if not graph.loadTosaFlatbuffer(str(path)):
-        raise ValueError("the partition's TOSA could not be read")
-    return graph
-
-
 def units(tosa: bytes) -> list[list[int]]:
     """The partition's operators (indices, in graph order) grouped so that no accumulator crosses
     from one group to another; bookkeeping operators and reshapes are left out (Vela passes them
     through)."""
-    with tempfile.TemporaryDirectory() as folder:
-        block = _load(tosa, folder).regions[0].basicBlocks[0]
+    with loaded(tosa) as (_, block):
         operators = list(block.operators)
         compute = [i for i, op in enumerate(operators) if str(op.op) not in BOOKKEEPING]
         producer = {tensor: i for i in compute for tensor in operators[i].outputs}
@@ -134,8 +123,7 @@ def part_of(tosa: bytes, keep: set[int]) -> bytes:
     as outputs."""
     import tosa_serializer as ts
 
-    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as out:
-        block = _load(tosa, folder).regions[0].basicBlocks[0]
+    with loaded(tosa) as (_, block), tempfile.TemporaryDirectory() as out:
         operators = list(block.operators)
         kept = [operators[i] for i in sorted(keep) if str(operators[i].op) not in BOOKKEEPING]
         constants = {op.outputs[0] for op in operators if str(op.op) == "Op.CONST"}
@@ -232,8 +220,7 @@ def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_T
 
 
 def _describe(tosa: bytes, indices: list[int]) -> Refused:
-    with tempfile.TemporaryDirectory() as folder:
-        block = _load(tosa, folder).regions[0].basicBlocks[0]
+    with loaded(tosa) as (_, block):
         operators = [list(block.operators)[i] for i in indices]
         refused = Refused(
             operators=[str(op.op).removeprefix("Op.") for op in operators],
