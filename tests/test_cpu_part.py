@@ -21,6 +21,14 @@ def rows_of(workdir) -> dict[tuple[str, str], dict]:
         return {(r["model"], r["target"]): r for r in csv.DictReader(f) if not r["board"] or r["board"] == "alif-e8"}
 
 
+def swept(tmp_path, models: list[dict], **config):
+    """(working directory, the run) of a sweep of these models (the test models beside them) on
+    Shared_Sram, without CPU targets; `config` adds or overrides keys."""
+    work = make_workdir(tmp_path, {"models": models, "memory_modes": ["Shared_Sram"], "cpu_targets": [], **config})
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    return work, snakemake(work)
+
+
 def test_the_kernel_lists_are_read_as_the_runner_builds_them():
     assert operators_in("- op: exp.out\n  kernels: []\n- func: cortex_m::quantize_per_tensor.out(Tensor x) -> T\n") == [
         "aten::exp.out",
@@ -88,20 +96,8 @@ def test_a_cpu_operator_without_a_kernel_compiles_and_says_it_will_not_load(tmp_
     """tests/models/no_kernel.py sorts its features: the sort stays on the CPU, and no kernel library
     the runner links implements aten::sort.values. The cell compiles and says it will not load, with
     the way round, in the summary, the terminal, the operator map and its page."""
-    work = make_workdir(
-        tmp_path,
-        {
-            "models": [
-                {"name": "sorts", "file": "tests/models/no_kernel.py"},
-                {"name": "mnist", "file": "models/mnist.py"},
-            ],
-            "targets": ["ethos-u55-128"],
-            "memory_modes": ["Shared_Sram"],
-            "cpu_targets": [],
-        },
-    )
-    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
-    proc = snakemake(work)
+    models = [{"name": "sorts", "file": "tests/models/no_kernel.py"}, {"name": "mnist", "file": "models/mnist.py"}]
+    work, proc = swept(tmp_path, models, targets=["ethos-u55-128"])
     rows = rows_of(work)
     sorts = rows["sorts", "ethos-u55-128"]
     assert sorts["status"] == "will not load" and sorts["cpu_kernels_missing"] == "aten::sort.values"
@@ -148,18 +144,8 @@ def test_a_float_boundary_in_an_integer_partition_compiles_and_says_it_will_not_
     float32 output of an int16 partition, a program the device rejects (pytorch/executorch#19364).
     The cell compiles and says it will not run, naming the line; its numerics say why they are
     unverified; on Ethos-U85 (bmm in int16 on the NPU) the same model is ok."""
-    work = make_workdir(
-        tmp_path,
-        {
-            "models": [{"name": "split", "file": "tests/models/split_boundary.py"}],
-            "targets": ["ethos-u55-128", "ethos-u85-256"],
-            "memory_modes": ["Shared_Sram"],
-            "quantization": ["a16w8"],
-            "cpu_targets": [],
-        },
-    )
-    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
-    proc = snakemake(work)
+    models = [{"name": "split", "file": "tests/models/split_boundary.py"}]
+    work, proc = swept(tmp_path, models, targets=["ethos-u55-128", "ethos-u85-256"], quantization=["a16w8"])
     rows = rows_of(work)
     u55, u85 = rows["split", "ethos-u55-128"], rows["split", "ethos-u85-256"]
     assert u55["status"] == "will not run" and int(u55["vela_cycles_total"]) > 0
