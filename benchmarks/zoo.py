@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ethosweep.matrix.config import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import tosa_profile  # noqa: E402
 from ethosweep.results.operators import format_top  # noqa: E402
-from ethosweep.results.summary import COMPILED  # noqa: E402
+from ethosweep.results.table import COMPILED  # noqa: E402
 from peer import (  # noqa: E402
     compare_work,
     peer_cells,

@@ -15,6 +15,7 @@ from pathlib import Path
 from ethosweep.compile.kernels import will_not_load
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.results.table import (
+    COMPILED,
     KEY_COLUMNS,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
@@ -278,10 +279,6 @@ def cell_row(
             }
         )
     return row
-
-
-# the statuses of a cell that compiled (Vela's figures stand), ok or not
-COMPILED = ("ok", "will not load", "will not run")
 
 
 def will_not_run(mismatches: list[str]) -> str:

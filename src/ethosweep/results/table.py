@@ -19,6 +19,10 @@ CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode"
 KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
 
 
+# the statuses of a cell that compiled (Vela's figures stand), ok or not: the device may not load
+# or run its program (ethosweep.results.summary)
+COMPILED = ("ok", "will not load", "will not run")
+
 # a cell without a verify stage (numerics.verify off): what its row and its report page say
 NOT_VERIFIED, NOT_VERIFIED_REASON = "not verified", "numerics.verify is off: an exploratory sweep"
 

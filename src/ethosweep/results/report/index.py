@@ -14,8 +14,8 @@ from pathlib import Path
 from ethosweep.results.report import glance
 from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_plot
 from ethosweep.results.report.render import block, fmt, render
-from ethosweep.results.summary import COMPILED
 from ethosweep.results.table import (
+    COMPILED,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
     cell_id,
