@@ -27,7 +27,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -208,13 +207,13 @@ def seam(monkeypatch, module: str, name: str, fault_at_call=None):
 def refuses_convolutions(monkeypatch) -> None:
     """Vela refuses every TOSA graph with a CONV2D, as Vela refuses int16 convolutions on Ethos-U55:
     the search finds the convolution, and the lowering that keeps it on the CPU compiles."""
-    from ethosweep.vela import partitions, refusals
+    from ethosweep.compile.tosa_graph import loaded
+    from ethosweep.vela import partitions
 
     original = partitions._vela_in_child
 
     def vela(tosa, *args):
-        with tempfile.TemporaryDirectory() as folder:
-            block = refusals._load(tosa, folder).regions[0].basicBlocks[0]
+        with loaded(tosa) as (_, block):
             if any(str(op.op) == "Op.CONV2D" for op in block.operators):
                 raise RuntimeError(REFUSED)
         return original(tosa, *args)
