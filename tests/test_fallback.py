@@ -65,7 +65,7 @@ def test_what_vela_refuses_is_kept_on_the_cpu_and_the_rest_compiled_or_named_in_
     # the cell's report page: the add on the CPU because Vela refused it, and its own lowering's verdict
     page = work / "results/report/cells/residual/a16w8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram.html"
     text = page.read_text()
-    assert "refused by Vela 5.1.0 on ethos-u55-128 / Shared_Sram, kept on the CPU (vela.fallback)" in text
+    assert "refused by Vela 5.1.0, kept on the CPU (vela.fallback)" in text
     assert "KeepNode" not in text and "The numerics are not verified" not in text
     assert "Numerics (verify stage, TOSA reference model): <b>ok</b>" in text
     # the reproducer of the refusal stays beside the cell
@@ -118,3 +118,57 @@ def test_a_part_with_shape_operands_is_rebuilt_with_them(tmp_path):
     flags = ["--accelerator-config=ethos-u55-128", "--output-format=raw"]
     payload, row, _ = compile_partition(part, flags, tmp_path / "vela", what="Vela on a part")
     assert payload and row
+
+
+def test_a_second_experiment_takes_the_refusal_search_and_the_fallback_from_the_store(tmp_path):
+    """What Vela refuses depends on the partition, the Vela and the accelerator, not on the memory
+    mode: a second folder with another memory mode takes the search, the fallback's lowering and its
+    verification from the store; another accelerator searches again (its own key) and shares the
+    lowering. Its programs and verdicts are those computed without the store."""
+    from ethosweep.runtime import cache
+
+    env = {cache.ENV: str(tmp_path / "store")}
+    folders = {}
+    for name, config in (
+        ("first", {**CONFIG, "targets": ["ethos-u55-128"]}),
+        ("second", {**CONFIG, "targets": ["ethos-u55-128", "ethos-u65-256"], "memory_modes": ["Sram_Only"]}),
+        ("without", {**CONFIG, "targets": ["ethos-u55-128", "ethos-u65-256"], "memory_modes": ["Sram_Only"]}),
+    ):
+        folders[name] = make_workdir(tmp_path / name, config)
+        shutil.copytree(REPO / "tests" / "models", folders[name] / "tests" / "models")
+        snakemake(folders[name], env=env if name != "without" else None)
+    second, without = folders["second"], folders["without"]
+    vela_logs = second / "logs/vela/residual/a16w8"
+    u55 = (vela_logs / "ethos-u55-128/Ethos_U55_High_End_Embedded/Sram_Only.log").read_text()
+    u65 = (vela_logs / "ethos-u65-256/Ethos_U65_High_End/Sram_Only.log").read_text()
+    assert "the refusal search taken from the store" in u55 and "the lowering taken from the store" in u55
+    assert "the refusal search taken from the store" not in u65 and "the lowering taken from the store" in u65
+    verified = (second / "logs/verify/residual/a16w8/u55.fallbacks.log").read_text()
+    assert "the fallback verification taken from the store" in verified
+    # the same work as without the store: programs byte for byte, the rows' verdicts and reasons
+    for pte in (without / "results/vela").rglob("model.pte"):
+        assert (second / pte.relative_to(without)).read_bytes() == pte.read_bytes()
+    fields = ("status", "reason", "delegation", "numerics", "numerics_reason", "pte_sha256")
+    ours, theirs = rows(second), rows(without)
+    assert {t: [ours[t][f] for f in fields] for t in ours} == {t: [theirs[t][f] for f in fields] for t in theirs}
+    assert ours["ethos-u65-256"]["reason"].startswith("fallback: Vela 5.1.0 cannot compile stem, project")
+    record = json.loads((second / "results/verify/residual/a16w8/u55/fallbacks.json").read_text())
+    assert [len(v["cells"]) for v in record["verifications"]] == [2]  # one lowering kept the same node
+
+
+def test_the_refusal_search_is_keyed_by_the_flags_that_decide_what_vela_refuses():
+    from ethosweep.compile.compile_spec import vela_flags
+    from ethosweep.vela.partitions import search_flags
+
+    def key(target, system, mode, crashed=False):
+        return search_flags(vela_flags(target, system, mode, {}), {}, crashed)
+
+    u55 = key("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    assert key("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only") == u55
+    assert key("ethos-u65-256", "Ethos_U65_High_End", "Shared_Sram") != u55  # another accelerator
+    assert not any(f.startswith(("--memory-mode=", "--system-config=", "--config=")) for f in u55)
+    # a crash may depend on anything: every flag, and the vela.ini by its content, not its path
+    crashed = key("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", crashed=True)
+    assert "--memory-mode=Shared_Sram" in crashed and any(f.startswith("--config-sha256=") for f in crashed)
+    assert crashed != key("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Sram_Only", crashed=True)
+

@@ -209,6 +209,7 @@ def remembered(kind: str, parts: dict, compute: Callable[[], dict[str, bytes]]) 
             paths = {name: os.path.join(folder, name) for name in manifest.get("outputs", [])}
             try:
                 if restore(root, key, paths) is not None:
+                    print(f"ethosweep: the {kind} taken from the store: {Entry.of(root, key).folder}", flush=True)
                     return {name: Path(path).read_bytes() for name, path in paths.items()}
             except OSError:
                 pass

@@ -47,7 +47,10 @@ def compile_by_fallback(
 
     started = time.perf_counter()
     attempts = []
-    why = f"refused by Vela {vela_version} on {run.where}, kept on the CPU (vela.fallback)"
+    # Not the cell's target or memory mode: what is kept decides the lowering, and the same nodes
+    # kept are the same lowering and verification for every cell that keeps them (each Ethos-U55/U65
+    # target of the profile, each memory mode, each results folder: ethosweep.runtime.cache).
+    why = f"refused by Vela {vela_version}, kept on the CPU (vela.fallback)"
     for nodes in refused.fallbacks():
         keep = [*keep_on_cpu, *({"node": n, "why": why} for n in nodes)]
         try:

@@ -245,10 +245,7 @@ class VelaRun:
 
         started = time.perf_counter()
         try:
-            with running(self.tool, f"locating what it refuses in partition {index}"):
-                located = call_in_child(
-                    refusals.locate, tosa, refuses, what="the search for refused operators", retry_crash=False
-                )
+            located = self.search(tosa, refuses, index, str(error), crashed)
         except StageError as stopped:  # the search must never replace the failure it searches
             if of_the_machine(stopped):
                 raise
@@ -265,6 +262,53 @@ class VelaRun:
         recorded = sources[index] if sources and index < len(sources) else {}
         located.refused = [refusals.name_in_model(r, recorded) for r in located.refused]
         return Search(located, "")
+
+    def search(self, tosa: bytes, refuses, index: int, failure: str, crashed: bool):
+        """refusals.locate on the partition, in a fork of its own. With a store set
+        (ethosweep.runtime.cache), taken from it when the same Vela failed the same way on the same
+        partition with the flags that decide what it refuses (search_flags), by the same search."""
+        from ethosweep.runtime import cache
+        from ethosweep.runtime.codeversion import code_version
+        from ethosweep.vela import refusals
+
+        def searched() -> dict[str, bytes]:
+            with running(self.tool, f"locating what it refuses in partition {index}"):
+                located = call_in_child(
+                    refusals.locate,
+                    tosa,
+                    refuses,
+                    what="the search for refused operators",
+                    retry_crash=False,
+                )
+            return located.stored()
+
+        parts = {
+            "tosa": hashlib.sha256(tosa).hexdigest(),
+            "vela": self.vela_version,  # another version than the installed one (in `tools`)
+            "flags": search_flags(self.flags, self.vela, crashed),
+            "failure": re.sub(r"partition \d+", "partition", failure),
+            "code": code_version("ethosweep.vela.partitions", "ethosweep.vela.refusals"),
+            "tools": tool_versions(),
+        }
+        return refusals.Location.of_stored(cache.remembered("refusal search", parts, searched))
+
+
+# Flags that place tensors in memories and set their speeds, not what Vela accepts: whether Vela
+# refuses a part of a partition does not depend on them. Measured: the refusal search's whole trace
+# (each part tried, compiled or refused) was the same under every pair of system config and memory
+# mode tried, 4 on the Ethos-U55 and 4 to 8 on the Ethos-U65, for each of the 9 partitions Vela
+# refused in the presets (docs/cache.md). Regor checks operators against the accelerator alone
+# (regor.tflite_operator_constraints("EthosU55")).
+PLACEMENT_FLAGS = ("--system-config=", "--memory-mode=", "--config=")
+
+
+def search_flags(flags: list[str], vela: dict, crashed: bool) -> list[str]:
+    """The flags a refusal search's result depends on: without the placement flags for a refusal;
+    all of them, with the vela.ini's content, for a crash (a crash may depend on anything)."""
+    if not crashed:
+        return [f for f in flags if not f.startswith(PLACEMENT_FLAGS)]
+    ini = hashlib.sha256(vela_ini_path(vela).read_bytes()).hexdigest()
+    return [f"--config-sha256={ini}" if f.startswith("--config=") else f for f in flags]
 
 
 @dataclass

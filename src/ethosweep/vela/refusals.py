@@ -23,6 +23,7 @@ its shapes and its element types. Torch-free.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -87,6 +88,19 @@ class Location:
     def cost(self) -> dict:
         """How much locating took: Vela runs, of how many units, whether it finished, seconds."""
         return {"tries": self.tries, "units": self.units, "complete": self.complete, "seconds": self.seconds}
+
+    def stored(self) -> dict[str, bytes]:
+        """The location as the store keeps it (ethosweep.runtime.cache.remembered): before it is
+        named in the model's terms, which the lowering's sources do, not the TOSA."""
+        found = {"refused": [r.as_dict() for r in self.refused], "tries": self.tries, "units": self.units}
+        found |= {"complete": self.complete, "compiled": self.compiled}
+        return {"location": json.dumps(found).encode(), "minimal": self.minimal_tosa or b""}
+
+    @classmethod
+    def of_stored(cls, blobs: dict[str, bytes]) -> Location:
+        found = json.loads(blobs["location"])
+        refused = [Refused(**r) for r in found.pop("refused")]
+        return cls(refused=refused, minimal_tosa=blobs["minimal"] or None, **found)
 
 
 # ---- the partition's operators, and a part of them as a TOSA graph of its own ------------------
