@@ -172,3 +172,32 @@ def test_the_refusal_search_is_keyed_by_the_flags_that_decide_what_vela_refuses(
     assert "--memory-mode=Shared_Sram" in crashed and any(f.startswith("--config-sha256=") for f in crashed)
     assert crashed != key("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Sram_Only", crashed=True)
 
+
+def test_a_vela_crash_that_needs_several_operators_names_them_and_keeps_them_on_the_cpu(tmp_path):
+    """Vela 5.1.0 crashes (SIGSEGV) on an int8 attention's query scale on Ethos-U55: the 5-D SLICE
+    of the heads, its RESHAPE and the MUL, together (MobileViT-XXS in miniature); each part compiles
+    without the others. The search keeps the reshapes when Vela crashed, drops units while the part
+    still crashes, names the three, and the multiply kept on the CPU lets the rest compile."""
+    config = {
+        "models": [{"name": "query_scale", "file": "tests/models/query_scale.py"}],
+        "quantization": ["int8"],
+        "targets": ["ethos-u55-128"],
+        "memory_modes": ["Shared_Sram"],
+    }
+    work = make_workdir(tmp_path, config)
+    shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
+    snakemake(work)
+    u55 = rows(work)["ethos-u55-128"]
+    assert (u55["status"], u55["delegation"], u55["cpu_operators"]) == ("ok", "partial", "aten_mul_tensor x1")
+    assert u55["reason"].startswith(
+        "fallback: Vela 5.1.0 cannot compile mul, unbind (mul, int32 in + slice, int8 in + reshape, int8 in) in "
+        "partition 0 on ethos-u55-128 / Shared_Sram: crashed (SIGSEGV), twice in fresh processes (found in "
+    )
+    assert u55["numerics"] == "ok"
+    # the reproducer keeps the smallest part that still crashes: the three operators
+    from ethosweep.compile.tosa_graph import loaded
+
+    repro = work / "results/vela/query_scale/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/repro"
+    with loaded((repro / "partition_0_refused.tosa").read_bytes()) as (_, block):
+        kinds = {str(op.op).removeprefix("Op.") for op in block.operators}
+    assert {"SLICE", "RESHAPE", "MUL"} <= kinds and "TRANSPOSE" not in kinds

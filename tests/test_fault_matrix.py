@@ -472,7 +472,7 @@ def test_a_vela_crash_keeps_its_signal_when_the_search_for_the_operator_fails(lo
     (tmp_path / "out").mkdir()
     monkeypatch.setenv(faults.ENV, "native crash")
 
-    def unreadable(tosa):
+    def unreadable(tosa, *args):
         raise TypeError("Unable to convert function return value to a Python type!")
 
     monkeypatch.setattr("ethosweep.vela.refusals.units", unreadable)

@@ -277,6 +277,8 @@ class VelaRun:
                     refusals.locate,
                     tosa,
                     refuses,
+                    refusals.MAX_TRIES_CRASHED if crashed else refusals.MAX_TRIES,
+                    crashed,
                     what="the search for refused operators",
                     retry_crash=False,
                 )

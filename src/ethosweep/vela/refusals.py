@@ -10,8 +10,9 @@ and the same accelerator, bisecting over its operators:
   residual add): Vela only accepts an int16 convolution fused with its RESCALE, and a part cut
   between them would be refused for the cut, not for the model;
 - a part that compiles holds no refused unit; one that does not is split in two, and each half
-  tried again; a single unit that does not compile is refused (when neither half of a failing
-  part fails alone, the part as a whole is reported);
+  tried again; a single unit that does not compile is refused; when neither half of a failing
+  part fails alone, units are dropped from it while it still fails, and the few left (which fail
+  only together) are reported as one;
 - each try is one Vela run on a small TOSA graph (the part's operators, their constants, the
   tensors entering it as inputs, those leaving it as outputs), well under a second, and the
   number of tries is bounded (`MAX_TRIES`).
@@ -38,11 +39,19 @@ from ethosweep.compile.tosa_graph import loaded
 # Ethos-U55: 5 of 80 units in 47 tries, 18 s on 2 busy cores); past it, what is left is reported
 # as it stands.
 MAX_TRIES = 64
+# ... and when Vela crashed: what crashes it can need several units together (found by dropping
+# units from a crashing part, Zeller's ddmin, after the bisection): MobileViT-XXS int8 on
+# Ethos-U55, three of 540 units in 62 tries, 61 s; a crashing try ends in ~0.1 s.
+MAX_TRIES_CRASHED = 128
 # Tensors that never cross a unit's boundary: a layer's accumulator before its RESCALE.
 ACCUMULATORS = ("DType.INT32", "DType.INT48")
 # Operators that carry no work of their own (constants, shapes, reshapes, which Vela passes
 # through): constants go with the units that read them, the others are left out of the parts.
 BOOKKEEPING = ("Op.CONST", "Op.CONST_SHAPE", "Op.RESHAPE")
+# When Vela crashes, its reshapes stay in the parts as units of their own: a crash can lie in how
+# Vela passes one through (MobileViT-XXS int8 on Ethos-U55: a 5-D SLICE, its RESHAPE to 4-D and a
+# MUL crash Vela 5.1.0 together; without the RESHAPE every part compiles).
+CONSTANTS = ("Op.CONST", "Op.CONST_SHAPE")
 # Operators that join two tensors value by value (a residual add): see Refused.joins.
 ELEMENTWISE = ("ADD", "SUB", "MUL")
 _NUMPY = {"DType.INT8": np.int8, "DType.INT16": np.int16, "DType.INT32": np.int32, "DType.BOOL": np.bool_}
@@ -106,13 +115,13 @@ class Location:
 # ---- the partition's operators, and a part of them as a TOSA graph of its own ------------------
 
 
-def units(tosa: bytes) -> list[list[int]]:
+def units(tosa: bytes, passed: tuple[str, ...] = BOOKKEEPING) -> list[list[int]]:
     """The partition's operators (indices, in graph order) grouped so that no accumulator crosses
-    from one group to another; bookkeeping operators and reshapes are left out (Vela passes them
-    through)."""
+    from one group to another; the `passed` operators are left out (constants go with their readers;
+    Vela passes reshapes through)."""
     with loaded(tosa) as (_, block):
         operators = list(block.operators)
-        compute = [i for i, op in enumerate(operators) if str(op.op) not in BOOKKEEPING]
+        compute = [i for i, op in enumerate(operators) if str(op.op) not in passed]
         producer = {tensor: i for i in compute for tensor in operators[i].outputs}
         parent = {i: i for i in compute}
 
@@ -131,15 +140,15 @@ def units(tosa: bytes) -> list[list[int]]:
         return sorted(groups.values(), key=min)
 
 
-def part_of(tosa: bytes, keep: set[int]) -> bytes:
-    """A TOSA graph of the operators `keep` (indices) alone: their constants, the tensors they read
-    from outside the part as inputs, and the tensors they hand outside (or the partition's outputs)
-    as outputs."""
+def part_of(tosa: bytes, keep: set[int], passed: tuple[str, ...] = BOOKKEEPING) -> bytes:
+    """A TOSA graph of the operators `keep` (indices) alone, but the `passed` ones: their constants,
+    the tensors they read from outside the part as inputs, and the tensors they hand outside (or the
+    partition's outputs) as outputs."""
     import tosa_serializer as ts
 
     with loaded(tosa) as (_, block), tempfile.TemporaryDirectory() as out:
         operators = list(block.operators)
-        kept = [operators[i] for i in sorted(keep) if str(operators[i].op) not in BOOKKEEPING]
+        kept = [operators[i] for i in sorted(keep) if str(operators[i].op) not in passed]
         constants = {op.outputs[0] for op in operators if str(op.op) == "Op.CONST"}
         produced = {t for op in kept for t in op.outputs}
         kept_ids = {id(op) for op in kept}
@@ -197,17 +206,21 @@ def _attribute(loaded):
 # ---- bisection --------------------------------------------------------------------------------
 
 
-def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_TRIES) -> Location:
+def locate(
+    tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_TRIES, crashed: bool = False
+) -> Location:
     """The units of the partition that `refuses` (Vela, with the cell's flags, on a TOSA graph:
-    True when it fails) will not compile, by bisection (see the module docstring)."""
-    grouped = units(tosa)
+    True when it fails) will not compile, by bisection (see the module docstring). `crashed`: Vela
+    crashed on the partition, and the parts keep its reshapes (CONSTANTS)."""
+    passed = CONSTANTS if crashed else BOOKKEEPING
+    grouped = units(tosa, passed)
     tries = compiled = 0
     smallest: list[list[int]] | None = None
 
     def fails(part: list[list[int]]) -> bool:
         nonlocal tries, compiled, smallest
         tries += 1
-        failed = refuses(part_of(tosa, {i for unit in part for i in unit}))
+        failed = refuses(part_of(tosa, {i for unit in part for i in unit}, passed))
         if failed and (smallest is None or len(part) < len(smallest)):
             smallest = part
         compiled += not failed
@@ -220,28 +233,53 @@ def locate(tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int = MAX_T
             return [part]
         middle = len(part) // 2
         found = refused(part[:middle]) + refused(part[middle:])
-        return found or [part]  # refused only as a whole: the halves compile on their own
+        # refused only together: the halves compile on their own; the fewest units that still fail
+        return found or [together(part)]
+
+    def together(part: list[list[int]]) -> list[list[int]]:
+        """Units dropped from a failing part, a chunk at a time, while it still fails (Zeller's
+        ddmin): what is left fails, and fails without any one of its units."""
+        chunk = len(part) // 2
+        while chunk >= 1 and len(part) > 1 and tries < max_tries:
+            start, dropped = 0, False
+            while start < len(part) and tries < max_tries:
+                trial = part[:start] + part[start + chunk :]
+                if trial and fails(trial):
+                    part, dropped = trial, True
+                else:
+                    start += chunk
+            chunk = chunk if dropped and chunk < len(part) else chunk // 2
+        return part
 
     found = refused(grouped)
     return Location(
-        refused=[_describe(tosa, [i for unit in part for i in unit]) for part in found],
+        refused=[_describe(tosa, part) for part in found],
         tries=tries,
         units=len(grouped),
         complete=tries < max_tries,
-        minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}) if smallest else None,
+        minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}, passed) if smallest else None,
         compiled=compiled,
     )
 
 
-def _describe(tosa: bytes, indices: list[int]) -> Refused:
+def _describe(tosa: bytes, part: list[list[int]]) -> Refused:
+    """A refused part (units of operator indices) as its operators say it: the main operator of each
+    unit ('conv2d, int16 in, ...'; 'slice, int8 in + reshape, int8 in + mul, int32 in' when several
+    units fail only together)."""
     with loaded(tosa) as (_, block):
-        operators = [list(block.operators)[i] for i in indices]
+        every = list(block.operators)
+        operators = [every[i] for unit in part for i in unit]
         refused = Refused(
             operators=[str(op.op).removeprefix("Op.") for op in operators],
             tensors=[op.outputs[0] for op in operators],
         )
-        main = next((op for op in operators if str(op.op) not in ("Op.RESCALE", "Op.CLAMP")), operators[0])
-        refused.description = _operator_terms(block, main)
+        mains = []
+        for unit in sorted(part, key=min):
+            ops = [every[i] for i in unit]
+            kinds = [str(op.op) for op in ops]
+            main = next((k for k in kinds if k not in ("Op.RESCALE", "Op.CLAMP", "Op.RESHAPE")), None)
+            mains.append(ops[kinds.index(main)] if main else ops[0])
+        refused.description = " + ".join(_operator_terms(block, op) for op in mains)
         return refused
 
 
