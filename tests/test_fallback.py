@@ -201,3 +201,19 @@ def test_a_vela_crash_that_needs_several_operators_names_them_and_keeps_them_on_
     with loaded((repro / "partition_0_refused.tosa").read_bytes()) as (_, block):
         kinds = {str(op.op).removeprefix("Op.") for op in block.operators}
     assert {"SLICE", "RESHAPE", "MUL"} <= kinds and "TRANSPOSE" not in kinds
+
+
+def test_parts_refused_as_the_same_operators_are_named_under_one_description():
+    """A transformer's blocks repeat: six blocks Vela crashes on the same way are one description
+    in the reason, which keeps room for what the fallback found."""
+    from ethosweep.vela.partitions import _named
+    from ethosweep.vela.refusals import Refused
+
+    terms = "(slice, int8 in + reshape, int8 in + mul, int32 in)"
+    blocks = [Refused([], [], description=f"stages.{i}.attn {terms}") for i in range(6)]
+    conv = Refused([], [], description="stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels)")
+    assert _named([*blocks, conv]) == (
+        f"stages.0.attn, stages.1.attn, stages.2.attn and 3 more {terms}; "
+        "stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels)"
+    )
+    assert _named([conv]) == conv.description

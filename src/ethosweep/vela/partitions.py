@@ -331,9 +331,7 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
     located = search.located
     fault = Fault.CRASH if crash else Fault.REFUSED if located is not None and located.refused else fault_of(error)
     if located is not None and located.refused:
-        named = "; ".join(r.description for r in located.refused[:3]) + (
-            f"; and {len(located.refused) - 3} more" if located.refused[3:] else ""
-        )
+        named = _named(located.refused)
         what = f"crashed ({crash}){_twice(error)}" if crash else message
         reason = (
             f"Vela {version} cannot compile {named} in partition {index} on {run.where}: {what} (found in "
@@ -363,6 +361,21 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
     return VelaFailure(
         f"{reason} (reproducer: {folder}/)", fault, reproducer=f"{folder}/", details=details, reproduced=reproduced
     )
+
+
+def _named(refused: list) -> str:
+    """The refused parts as a reason names them, three at most; parts refused as the same operators
+    are listed under one description ('a, b, c and 3 more (slice, int8 in + reshape, ...)'): a
+    transformer's blocks repeat, and the reason keeps room for what the fallback then found."""
+    groups: dict[str, list[str]] = {}
+    for part in refused:
+        where, sep, terms = part.description.rpartition(" (")
+        groups.setdefault(f" ({terms}" if sep else "", []).append(where if sep else part.description)
+    said = [
+        ", ".join(wheres[:3]) + (f" and {len(wheres) - 3} more" if wheres[3:] else "") + terms
+        for terms, wheres in groups.items()
+    ]
+    return "; ".join(said[:3]) + (f"; and {len(said) - 3} more" if said[3:] else "")
 
 
 def _twice(error: StageError) -> str:
