@@ -285,14 +285,15 @@ def _describe(tosa: bytes, part: list[list[int]]) -> Refused:
             operators=[str(op.op).removeprefix("Op.") for op in operators],
             tensors=[op.outputs[0] for op in operators],
         )
-        mains = []
-        for unit in sorted(part, key=min):
-            ops = [every[i] for i in unit]
-            kinds = [str(op.op) for op in ops]
-            main = next((k for k in kinds if k not in ("Op.RESCALE", "Op.CLAMP", "Op.RESHAPE")), None)
-            mains.append(ops[kinds.index(main)] if main else ops[0])
+        mains = [_main(every[i] for i in unit) for unit in sorted(part, key=min)]
         refused.description = " + ".join(_operator_terms(block, op) for op in mains)
         return refused
+
+
+def _main(operators):
+    """A unit's operator that says what it does: not the RESCALE, CLAMP or RESHAPE around it."""
+    operators = list(operators)
+    return next((op for op in operators if str(op.op) not in ("Op.RESCALE", "Op.CLAMP", "Op.RESHAPE")), operators[0])
 
 
 def _operator_terms(block, op) -> str:
