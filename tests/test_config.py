@@ -299,3 +299,50 @@ def test_config_readme_names_every_key_of_the_schema_in_its_order_with_its_defau
             continue
         shown = yaml.safe_load(rows[key][1].split("(")[0].strip().strip("`")) if rows[key][1] != "—" else None
         assert shown == default, f"config/README.md: {key} defaults to {default!r}, not {rows[key][1]}"
+
+
+def test_the_deployed_zoo_is_its_presets_models_over_the_whole_configuration_space():
+    """config/zoos/deployed.yaml defines no model: each comes once from the preset that defines it,
+    with that preset's task (or its own), and the sweep crosses every target and memory mode Vela
+    accepts in both schemes."""
+    from ethosweep.matrix.config_file import resolve_models
+
+    config = resolve_models(yaml.safe_load((REPO / "config" / "zoos" / "deployed.yaml").read_text()), REPO)
+    result = sweep(config)
+    parts = [
+        entry["from"] for entry in yaml.safe_load((REPO / "config" / "zoos" / "deployed.yaml").read_text())["models"]
+    ]
+    defined = [m["name"] for part in parts for m in yaml.safe_load((REPO / part).read_text())["models"]]
+    assert list(result.models) == defined and len(set(defined)) == len(defined) >= 50
+    assert result.models["yolov8n"].task == "detection" and result.models["yolov8n_seg"].task == "segmentation"
+    assert (
+        result.models["mobilenet_v2"].task == "classification" and result.models["kws_gru"].task == "keyword spotting"
+    )
+    # 11 targets: Ethos-U55 (4) with 2 memory modes, Ethos-U65 (2) and Ethos-U85 (5) with all 6
+    assert len(result.cells) == len(defined) * 2 * (4 * 2 + 7 * 6) >= 6000
+    assert {c.target for c in result.cells} == set(__import__("ethosweep.matrix.targets").matrix.targets.TARGETS)
+
+
+def test_a_zoo_runs_task_by_task_and_names_the_tasks_it_has(tmp_path):
+    from ethosweep.matrix.config_file import resolve_models
+
+    (tmp_path / "part.yaml").write_text(
+        yaml.safe_dump({"task": "detection", "models": [ADD, {**ADD, "name": "b", "task": "pose"}]})
+    )
+    config = {"models": [{"from": "part.yaml"}, {**ADD, "name": "c"}], "task": "speech"}
+    resolved = resolve_models(config, tmp_path)
+    assert [(m["name"], m["task"]) for m in resolved["models"]] == [
+        ("add", "detection"),
+        ("b", "pose"),
+        ("c", "speech"),
+    ]
+    assert [m["name"] for m in resolve_models({**config, "tasks": ["pose", "speech"]}, tmp_path)["models"]] == [
+        "b",
+        "c",
+    ]
+    with pytest.raises(ValueError, match="tasks: no model of task 'segmentation'; tasks here: detection, pose, speech"):
+        resolve_models({**config, "tasks": ["segmentation"]}, tmp_path)
+    with pytest.raises(ValueError, match=r"models\[0\]: only not allowed beside `from`"):
+        resolve_models({"models": [{"from": "part.yaml", "only": ["b"]}]}, tmp_path)
+    with pytest.raises(ValueError, match=r"models\[0\].from: cannot read 'nowhere.yaml'"):
+        resolve_models({"models": [{"from": "nowhere.yaml"}]}, tmp_path)

@@ -19,7 +19,7 @@ from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files
-from ethosweep.matrix.config_file import schema_error
+from ethosweep.matrix.config_file import resolve_models, schema_error
 from ethosweep.firmware.sdk import format_status as format_sdk_status
 from ethosweep.firmware.sdk import probe as probe_sdk
 
@@ -37,12 +37,23 @@ os.environ.update(
 ethosweep_provenance.export_tool_versions()
 ethosweep_worker.export_fingerprint()
 
+
+
+def validated(config):
+    try:
+        validate(config, schema="../schemas/config.schema.yaml")
+    except WorkflowError:
+        # Say it in one line that names the key (Snakemake's own message dumps the schema).
+        schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
+        raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
+
+
+# `{from: <preset>}` entries become that preset's models (with their tasks), checked as the rest
 try:
-    validate(config, schema="../schemas/config.schema.yaml")
-except WorkflowError:
-    # Say it in one line that names the key (Snakemake's own message dumps the schema).
-    schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
-    raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
+    config.update(resolve_models(config))
+except ValueError as error:
+    raise WorkflowError(f"Invalid config: {error}")
+validated(config)
 try:
     SWEEP = build_sweep(config, workflow_dir=ETHOSWEEP_DIR)
 except ConfigError as error:
@@ -125,6 +136,7 @@ def cell_record(cell):
     return {
         **_cell_fields(cell),
         "id": cell.id,
+        "task": SWEEP.models[cell.model].task,
         "vela_version": cell.effective_vela_version,
         "vela": cell.vela.as_params(),
         "seed": SWEEP.seed,

@@ -190,9 +190,32 @@ def initialise(module: torch.nn.Module, init: dict, example_inputs: tuple, seed:
 
     `batchnorm: calibrate`: every BatchNorm's running mean and variance re-estimated on the example
     inputs and seeded random inputs in their value range (what the verify stage evaluates a model
-    without data on), the rest of the model left in eval mode (dropout off), then eval again."""
-    if init.get("batchnorm") != "calibrate":
-        return ""
+    without data on), the rest of the model left in eval mode (dropout off), then eval again.
+    `reparameterize: true`: then the model's re-parameterisable blocks fused as it is deployed."""
+    done = [_calibrate_batchnorm(module, example_inputs, seed)] if init.get("batchnorm") == "calibrate" else []
+    if init.get("reparameterize"):
+        done.append(_reparameterize(module))
+    return "; ".join(done)
+
+
+def _reparameterize(module: torch.nn.Module) -> str:
+    """Fuse MobileOne/RepViT-style branches (and batch-normed linears) into the layers inference runs,
+    by timm's reparameterize_model: each module's own `reparameterize`, `fuse` or `switch_to_deploy`."""
+    try:
+        from timm.utils.model import reparameterize_model
+    except ImportError as error:
+        raise StageError(
+            f"init reparameterize: needs timm ({error}); ethosweep's optional 'zoos' packages have it: run "
+            "with `uv run --extra zoos ...`"
+        ) from error
+    before = sum(1 for _ in module.modules())
+    fused = reparameterize_model(module, inplace=True)
+    if fused is not module:
+        raise StageError("init reparameterize: timm returned another module; the model cannot be fused in place")
+    return f"re-parameterised for inference: {before} modules fused into {sum(1 for _ in module.modules())}"
+
+
+def _calibrate_batchnorm(module: torch.nn.Module, example_inputs: tuple, seed: int) -> str:
     norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not norms:
         return "batchnorm: calibrate asked, but the model has no BatchNorm"

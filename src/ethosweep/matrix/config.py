@@ -190,8 +190,9 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
     quantization = tuple(config.get("quantization", ["int8"]))
     global_vela = _vela_options(config.get("vela", {}), None, "vela", base)
     global_versions = _vela_versions(config.get("vela", {}), (None,), "vela")
+    targets = config.get("targets", [])
     entries = _target_entries(
-        config.get("targets", []),
+        list(tg.TARGETS) if targets == "all" else targets,
         config.get("system_configs", {}),
         global_vela,
         base,
@@ -352,9 +353,10 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             "train": train,
             "classifier": entry.get("classifier"),
             "reads": _model_reads(entry.get("reads", []), f"{where}.reads ({name})", base),
-            "init": {k: v for k, v in (entry.get("init") or {}).items() if v != "keep"},
+            "init": {k: v for k, v in (entry.get("init") or {}).items() if v not in ("keep", False)},
             "keep_on_cpu": tuple(dict(item) for item in entry.get("keep_on_cpu") or ()),
             "channels_last": bool(entry.get("channels_last")),
+            "task": entry.get("task"),
         }
         has_file, has_import = "file" in entry, "import" in entry
         if has_file == has_import:
@@ -478,8 +480,11 @@ def _target_entries(
     return result
 
 
-def _memory_modes(modes: list[str], entries: list[TargetEntry]) -> list[str]:
-    known = {m for e in entries for m in e.ini.memory_modes} or set(tg.read_vela_ini().memory_modes)
+def _memory_modes(modes: list[str] | str, entries: list[TargetEntry]) -> list[str]:
+    inis = [e.ini for e in entries] or [tg.read_vela_ini()]
+    known = list(dict.fromkeys(m for ini in inis for m in ini.memory_modes))
+    if modes == "all":  # each target then keeps the modes Vela accepts for it (_combination_reason)
+        return known
     for i, mode in enumerate(modes):
         if mode not in known:
             raise ConfigError(f"memory_modes[{i}]: unknown memory mode {mode!r}; allowed: {', '.join(sorted(known))}")

@@ -70,3 +70,45 @@ def _json_path(parts) -> str:
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
+
+
+def resolve_models(config: dict[str, Any], base_dir: str | Path = ".") -> dict[str, Any]:
+    """`config` with every `{from: <file>}` model entry replaced by that file's models (recursively)
+    and each model's `task` set (its own, else the reference's, else its file's `task`), then cut to
+    the models of `tasks` where the config names some. Raises ValueError naming the entry."""
+    models = _models_of(config, Path(base_dir), where="models", seen=())
+    wanted = config.get("tasks")
+    if wanted:
+        known = sorted({m.get("task") or "(none)" for m in models})
+        unknown = [t for t in wanted if t not in known]
+        if unknown:
+            raise ValueError(f"tasks: no model of task {', '.join(map(repr, unknown))}; tasks here: {', '.join(known)}")
+        models = [m for m in models if m.get("task") in wanted]
+    return {**config, "models": models}
+
+
+def _models_of(config: dict[str, Any], base: Path, where: str, seen: tuple[str, ...]) -> list[dict]:
+    import yaml
+
+    models = []
+    for i, entry in enumerate(config.get("models") or []):
+        if not isinstance(entry, dict) or "from" not in entry:
+            task = entry.get("task") or config.get("task") if isinstance(entry, dict) else None
+            models.append({**entry, "task": task} if task else entry)
+            continue
+        unknown = sorted(set(entry) - {"from", "task"})
+        if unknown:
+            raise ValueError(f"{where}[{i}]: {', '.join(unknown)} not allowed beside `from` (allowed: from, task)")
+        path = base / str(entry["from"])
+        if str(path.resolve()) in seen:
+            raise ValueError(f"{where}[{i}].from: {entry['from']!r} includes itself")
+        try:
+            included = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as error:
+            raise ValueError(f"{where}[{i}].from: cannot read {entry['from']!r} ({error.strerror})") from error
+        if not isinstance(included, dict) or not included.get("models"):
+            raise ValueError(f"{where}[{i}].from: {entry['from']!r} has no `models`")
+        if entry.get("task"):
+            included = {**included, "task": entry["task"]}
+        models.extend(_models_of(included, base, f"{entry['from']}: models", (*seen, str(path.resolve()))))
+    return models

@@ -38,6 +38,8 @@ class ModelSpec:
     keep_on_cpu: tuple = ()
     # exported in torch.channels_last (the module and its 4-D inputs): no input TRANSPOSE on the NPU
     channels_last: bool = False
+    # what the model is for (classification, detection, ...): how the report and `picks` group it
+    task: str | None = None
 
     @property
     def source(self) -> str:

@@ -43,6 +43,8 @@ NUMERIC_COLUMNS = (
 )
 
 COLUMNS = KEY_COLUMNS + [
+    # what the model is for (the config's `task`): how the report and `ethosweep picks` group models
+    "task",
     "status",
     "reason",
     "delegation",
@@ -128,6 +130,7 @@ def cell_key(cell: dict, board: dict | None = None) -> dict:
         "memory_mode": cell["memory_mode"],
         "vela_version": cell.get("vela_version", ""),
         "board": board["name"] if board else "",
+        "task": cell.get("task") or "",
         "cell": cell_id(cell),
     }
 
