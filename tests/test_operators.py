@@ -100,3 +100,13 @@ def test_what_vela_refuses_after_the_partitioner_delegated_it_is_a_row_of_its_ow
     # what was not seen to compile is not suggested
     (row,) = vela_rejection_rows(failed, {("mobilenet_v2", "int8", "u55")})
     assert row["way_round"] == ""
+
+
+def test_a_tosa_profiles_name_is_not_a_limit_and_no_cell_is_told_to_do_what_it_does():
+    # recorded: torch.where on a mask, int8, Ethos-U55 (the partitioner's own words)
+    reason = "Had torch.bool input that is not supported by TOSA-1.0+INT+int16+int4+u55"
+    assert "int16 implementation" not in way_round(reason, "u55", "int8")
+    assert way_round(reason, "u55", "int8").startswith("a boolean operand (a mask from a comparison)")
+    # the int16 limits advise int8 to a16w8 cells only
+    int16 = "Input x has unsupported dtype torch.int16 (Supports int8)."
+    assert way_round(int16, "u55", "int8") == "" and way_round(int16, "u55", "a16w8").startswith("Ethos-U55/U65 take")

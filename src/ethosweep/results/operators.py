@@ -70,6 +70,8 @@ class KnownLimit:
     pattern: str
     families: tuple[str, ...]
     way_round: str
+    # the schemes the way round applies to: never tell an int8 cell to quantize as int8
+    schemes: tuple[str, ...] = ("int8", "a16w8")
 
 
 # Only reasons whose limit and way round are documented (Vela's supported-operator constraints,
@@ -93,12 +95,14 @@ KNOWN_LIMITS = (
         r"(int16|INT16|16-bit).*not supported|not supported.*(int16|INT16)",
         ("u55", "u85"),
         "this operator has no int16 implementation on this NPU: quantize it (or the model) as int8",
+        ("a16w8",),
     ),
     KnownLimit(
         r"unsupported dtype torch\.int16 \(Supports int8\)",
         ("u55",),
         "Ethos-U55/U65 take this operator with int8 inputs only: quantize it as int8 (the rest of the model may "
         "stay int16), or use an Ethos-U85, which runs it in int16",
+        ("a16w8",),
     ),
     KnownLimit(
         r"Was first node in partition and input .* had fp dtype",
@@ -113,6 +117,12 @@ KNOWN_LIMITS = (
         "NPU; it follows its neighbours",
     ),
     KnownLimit(
+        r"torch\.bool input that is not supported",
+        ("u55",),
+        "a boolean operand (a mask from a comparison) has no TOSA type on Ethos-U55/U65: compute the choice "
+        "arithmetically (mask * a + (1 - mask) * b on numbers), or use an Ethos-U85, which takes booleans",
+    ),
+    KnownLimit(
         r"torch\.bool output that is not supported",
         ("u55", "u85"),
         "a boolean result (a comparison, a mask) stays on the CPU: use it through torch.where on "
@@ -121,9 +131,16 @@ KNOWN_LIMITS = (
 )
 
 
-def way_round(reason: str, profile: str) -> str:
+# A TOSA specification's name ("TOSA-1.0+INT+int16+int4+u55") in a reason names the profile, not a
+# limit of the operator: "int16" in it must not match a 16-bit limit.
+TOSA_SPEC = re.compile(r"TOSA-[0-9.]+(\+[A-Za-z0-9]+)*")
+
+
+def way_round(reason: str, profile: str, scheme: str = "") -> str:
+    """The way round a known limit, for an operator held back on this profile in this scheme, or ''."""
+    words = TOSA_SPEC.sub("<TOSA profile>", reason or "")
     for limit in KNOWN_LIMITS:
-        if profile in limit.families and re.search(limit.pattern, reason or ""):
+        if profile in limit.families and (not scheme or scheme in limit.schemes) and re.search(limit.pattern, words):
             return limit.way_round
     return ""
 
@@ -168,7 +185,7 @@ def operator_rows(entries: list[dict]) -> list[dict]:
                 "models_on_npu": len(on_npu[key]),
                 "held_back": " ".join(held),
                 "reason": reason,
-                "way_round": way_round(reason, profile) if held else "",
+                "way_round": way_round(reason, profile, quant) if held else "",
             }
         )
     return sorted(rows, key=held_back_first)
