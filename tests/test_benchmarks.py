@@ -96,3 +96,15 @@ def test_the_cache_benchmark_reaches_its_identity_verdict(tmp_path):
     assert re.search(r"the store served (\d+) of \1 export/quantize/lower/verify jobs", out), out
     # the second experiment: Sram_Only on both targets and the board's Shared_Sram on U55, two models
     assert "same work: all 6 programs byte-identical" in out, out
+
+
+def test_the_coverage_benchmark_prints_its_table():
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "coverage.py"), "--repeats", "20"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| mean, lognormal |" in proc.stdout and "| paired difference, [0.6, 0.1, 0.1, 0.2] |" in proc.stdout
+    assert re.search(r"lowest: \d+\.\d %", proc.stdout)

@@ -253,7 +253,6 @@ def numerics(key):
 VERIFY_SETTINGS = (
     "evaluation_samples",
     "random_samples",
-    "max_random_samples",
     "min_agreement",
     "max_error_steps",
     "max_error_steps_int16",

@@ -107,18 +107,28 @@ def weight_streaming(cell: dict, figures: dict, siblings: dict[str, dict]) -> li
 
 
 def numerics(verified: dict | None) -> list[Advice]:
-    """The verify stage's verdict when it is not a plain ok: what, why, and where."""
-    if not verified or verified.get("verdict") in (None, "ok") and not verified.get("reason"):
-        return numerics_accuracy_cost(verified)
+    """The verify stage's verdicts where they say more than that the NPU computes what the quantized
+    model computes: what, why, and where (the NPU's question, then the quantization's when flagged)."""
+    if not verified or verified.get("verdict") in (None, "identical", "within tolerance"):
+        return [*_against_float(verified), *numerics_accuracy_cost(verified)]
     titles = {
-        "flagged": "The numerics are flagged",
-        "inconclusive": "The numerics are inconclusive",
-        "ok": "The numerics are ok, with a note",
+        "flagged": "The NPU path is flagged",
+        "inconclusive": "Whether the NPU path changes the quantized model is inconclusive",
+        "ok": "The NPU path differs from the quantized model, at no accuracy cost shown",
         "unverified": "The numerics are not verified",
         "not verified": "The numerics are not verified (an exploratory sweep)",
     }
     detail = verified["reason"][:1].upper() + verified["reason"][1:] + "."
-    return [Advice(titles[verified["verdict"]], detail), *numerics_accuracy_cost(verified)]
+    return [Advice(titles[verified["verdict"]], detail), *_against_float(verified), *numerics_accuracy_cost(verified)]
+
+
+def _against_float(verified: dict | None) -> list[Advice]:
+    """The quantization's verdict, where it is flagged: what it costs against float, and where."""
+    quantization = (verified or {}).get("quantization") or {}
+    if quantization.get("verdict") != "flagged":
+        return []
+    reason = quantization["reason"]
+    return [Advice("Quantization costs accuracy against float", reason[:1].upper() + reason[1:] + ".")]
 
 
 def numerics_accuracy_cost(verified: dict | None) -> list[Advice]:

@@ -88,9 +88,16 @@ COLUMNS = KEY_COLUMNS + [
     "board_npu_clock_mhz",
     "board_inference_ms",
     "deploy",
+    # the NPU's question: does the NPU path compute what the quantized model computes? (identical,
+    # within tolerance, ok, flagged, inconclusive), with why and where
     "numerics",
     "numerics_reason",
     "numerics_layer",
+    # the quantization's question: what does quantization cost against float? (ok, flagged,
+    # inconclusive, or not judged without representative data)
+    "vs_float",
+    "vs_float_reason",
+    "vs_float_layer",
     "data",
     *NUMERIC_COLUMNS,
     "worst_layer",
@@ -180,16 +187,20 @@ def numerics_columns(
     cell compiled even where verification failed: its numerics say so); `verify_report` None:
     verification is off (numerics.verify)."""
     if verify_report is None:
-        return {"numerics": NOT_VERIFIED, "numerics_reason": NOT_VERIFIED_REASON}
+        return {"numerics": NOT_VERIFIED, "numerics_reason": NOT_VERIFIED_REASON, "vs_float": NOT_VERIFIED}
     verified, why = verification_of(lowered, cell, verify_report, fallback_report)
     if verified is None:
-        return {"numerics": "unverified", "numerics_reason": why}
+        return {"numerics": "unverified", "numerics_reason": why, "vs_float": "unverified"}
     metrics = verified["metrics"]
     worst = verified.get("worst_layers") or []
+    against_float = verified.get("quantization") or {}
     return {
         "numerics": verified["verdict"],
         "numerics_reason": verified["reason"],
         "numerics_layer": verified["layer"],
+        "vs_float": against_float.get("verdict", ""),
+        "vs_float_reason": against_float.get("reason", ""),
+        "vs_float_layer": against_float.get("layer", ""),
         "data": verified["data"],
         **{k: metrics.get(k, "") if metrics.get(k) is not None else "" for k in NUMERIC_COLUMNS},
         "worst_layer": f"{worst[0]['layer']} (-{worst[0]['snr_drop_db']} dB)" if worst else "",
@@ -397,6 +408,7 @@ def format_table(rows: list[dict]) -> str:
         "fit",
         "top-1 float/NPU",
         "NPU vs quant",
+        "vs float",
     ]
     lines = []
     for r in rows:
@@ -432,6 +444,7 @@ def format_table(rows: list[dict]) -> str:
                 if ok and r.get("top1_npu") not in ("", None)
                 else "",
                 _numerics_cell(r) if ok else "",
+                r.get("vs_float", "") if ok else "",
             ]
         )
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
@@ -506,11 +519,13 @@ def _pct(value) -> str:
 
 
 def _numerics_cell(row: dict) -> str:
-    """The verdict, or for ok the NPU path's distance from the quantized model ('max 0 step')."""
-    if row.get("numerics") != "ok" and row.get("numerics"):
-        return row["numerics"]
-    steps = row.get("max_error_steps")
-    return f"max {number(steps, 0.0):g} step" if steps not in ("", None) else "ok"
+    """The NPU's verdict in a few words: 'identical', 'within 1 step', 'ok (9 steps)', or the verdict."""
+    verdict, steps = row.get("numerics", ""), number(row.get("max_error_steps"), 0.0)
+    if verdict == "within tolerance":
+        return f"within {steps:g} step"
+    if verdict == "ok":
+        return f"ok ({steps:g} steps)"
+    return verdict
 
 
 def firmware_columns(plan: dict, run: str | None) -> dict:

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ethosweep.compile.tosa_graph import loaded, quiet_c_output
+from ethosweep.runtime.errors import StageError
 from ethosweep.verify.accounted import Unseen, accounted_for, unpaired_before
 from ethosweep.verify.layers import activation_bits, describe, internal_activations, is_quantize, layer_sources
 from ethosweep.verify.pairing import in_pytorch_layout, pair_activations
@@ -132,7 +133,7 @@ def run_all_tensors(tosa: bytes, inputs: list[torch.Tensor]) -> dict[str, np.nda
     with quiet_c_output():
         outputs, status = reference.run(expanded, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
     if status != reference.GraphStatus.TOSA_VALID:
-        raise RuntimeError(f"the TOSA reference model rejected the expanded partition: {status}")
+        raise StageError(f"the TOSA reference model rejected the expanded partition: {status}")
     return dict(zip(names, outputs))
 
 

@@ -93,23 +93,28 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
             metrics["top1_float"] = float((fp == labels).float().mean())
             metrics["top1_quantized"] = float((qp == labels).float().mean())
             metrics["top1_npu"] = float((npp == labels).float().mean())
-    per_sample, worst_output, worst_excess = [], None, -math.inf
+    per_sample, worst_output, worst_excess, beyond = [], None, -math.inf, 0
     for outputs_q, outputs_n in zip(quant_out, npu_out):
-        worst = None
+        worst, sample_excess = None, -math.inf
         for index, (a, b) in enumerate(zip(outputs_q, outputs_n)):
             if index < len(scales) and scales[index]:
                 steps = float(((b - a).abs() / scales[index]).max())
                 worst = steps if worst is None else max(worst, steps)
                 excess = steps - (allowed[index] if allowed and index < len(allowed) else 1.0)
+                sample_excess = max(sample_excess, excess)
                 if excess > worst_excess:
                     worst_output, worst_excess = index, excess
         per_sample.append(worst)
+        beyond += sample_excess > 0
     metrics["uncompared_outputs"] = [i for i in range(len(npu_out[0])) if i >= len(scales) or not scales[i]]
     measured = [s for s in per_sample if s is not None]
     if measured:
         metrics["max_error_steps"] = round(max(measured), 4)
         metrics["mean_error_steps"] = round(sum(measured) / len(measured), 6)
         metrics["worst_sample"] = max(range(len(per_sample)), key=lambda i: per_sample[i] or 0)
+        # on how many inputs the NPU path differs from the quantized model at all, and beyond its tolerance
+        metrics["differing_samples"] = sum(1 for steps in measured if steps > 0)
+        metrics["beyond_tolerance_samples"] = beyond
         if allowed and worst_output is not None and worst_output < len(allowed):
             metrics["output_steps_allowed"] = allowed[worst_output]
     all_float = torch.cat([t.flatten() for o in float_out for t in o])
@@ -129,7 +134,7 @@ def error_against_float(float_out, quant_out, npu_out, scales, allowed: list | N
     """The NPU path's and the quantized model's error energy against float (sums of squared
     differences over every output value), the paired per-sample difference's standard error, and the
     extra energy ExecuTorch's output tolerance allows the NPU (its `allowed` steps at every value of
-    a quantized output): what ethosweep.verify.verdicts.npu_worse_than_quantized weighs."""
+    a quantized output): what the NPU check weighs (ethosweep.verify.verdicts.energy_effect)."""
     npu, quantized, signal, extra = [], [], 0.0, 0.0
     for outputs_f, outputs_q, outputs_n in zip(float_out, quant_out, npu_out):
         npu.append(sum(float(((n.double() - f.double()) ** 2).sum()) for f, n in zip(outputs_f, outputs_n)))
@@ -147,7 +152,7 @@ def error_against_float(float_out, quant_out, npu_out, scales, allowed: list | N
         "allowed_extra": extra,
         "snr_db_npu": decibels(sum(npu)),
         "snr_db_quantized": decibels(sum(quantized)),
-        # each sample's energies: the lowering check's interval is computed from them
+        # each sample's energies: the NPU check's interval is computed from them
         "per_sample": {"npu": [_significant(v) for v in npu], "quantized": [_significant(v) for v in quantized]},
     }
 
@@ -159,8 +164,8 @@ def _significant(value: float) -> float:
 
 def against_float_sums(float_out, npu_out, scales) -> dict:
     """Per sample, the sums the cosine and the relative error against float are made of (against_float's
-    cleaned reference r, the NPU path's o): r.o, r.r, o.o, (o-r).(o-r); the accuracy check's bootstrap
-    intervals resample them (ethosweep.verify.intervals)."""
+    cleaned reference r, the NPU path's o): r.o, r.r, o.o, (o-r).(o-r); the quantization check's
+    per-input cosine and relative error are made of them (ethosweep.verify.intervals)."""
     sums: dict[str, list[float]] = {"ref_out": [], "ref_ref": [], "out_out": [], "diff_diff": []}
     for outputs_f, outputs_n in zip(float_out, npu_out):
         totals = dict.fromkeys(sums, 0.0)

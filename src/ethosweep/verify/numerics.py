@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +42,9 @@ from ethosweep.runtime.provenance import tool_versions
 from ethosweep.verify.locate import (
     locate,
 )
-from ethosweep.verify.metrics import compare, finite, output_scales, output_tolerances, snr_db
+from ethosweep.verify.metrics import compare, finite, output_scales, output_tolerances
 from ethosweep.verify.reference import NpuInterpreter, flat, in_fork, npu_outputs
-from ethosweep.verify.verdicts import Thresholds, judge, random_samples_needed
+from ethosweep.verify.verdicts import Evidence, Thresholds, judge, random_samples_needed
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +58,17 @@ def tosa_partitions(graph_module) -> list[bytes]:
 
 
 class LayerRecorder(torch.fx.Interpreter):
-    """Records every floating-point value the graph computes, by node name."""
+    """Records the floating-point values of the graph's nodes it is asked for (`names`; all when None)."""
 
-    def __init__(self, module):
+    def __init__(self, module, names: set[str] | None = None):
         super().__init__(module)
+        self.names = names
         self.outputs: dict[str, torch.Tensor] = {}
 
     def run_node(self, n):
         result = super().run_node(n)
-        if isinstance(result, torch.Tensor) and result.is_floating_point():
+        wanted = self.names is None or n.name in self.names
+        if wanted and isinstance(result, torch.Tensor) and result.is_floating_point():
             # a copy: later in-place operators (relu_, hardtanh_) would change a view
             self.outputs[n.name] = result.detach().flatten().clone()
         return result
@@ -81,18 +82,21 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
     where accuracy goes. The model's inputs get an entry of their own ("x (input
     quantization)"), whose loss is measured from the SNR an ideal quantizer of that width
     reaches (6.02 dB per bit + 1.76 dB): a badly calibrated input range shows up there.
+    Each SNR is summed over the first `limit` samples one sample at a time (a model's every
+    activation on 32 samples at once would need gigabytes at 224x224).
     """
     ideal = 6.02 * _activation_bits(quant_module) + 1.76
-    recorded_float, recorded_quant = defaultdict(list), defaultdict(list)
-    for sample in samples[:limit]:
-        for module, store in ((float_module, recorded_float), (quant_module, recorded_quant)):
-            recorder = LayerRecorder(module)
-            recorder.run(*sample)
-            for name, value in recorder.outputs.items():
-                store[name].append(value)
-    joined = lambda store, name: torch.cat(store[name]) if name in store else None  # noqa: E731
     quant_nodes = {n.name: n for n in quant_module.graph.nodes}
     folded = _batch_norms_folded_away(float_module, quant_nodes)
+    pairs = _compared_pairs(float_module, quant_nodes, folded)
+    energies = _snr_sums(float_module, quant_module, samples[:limit], pairs)
+
+    def snr(reference: str, test: str) -> float | None:
+        sums = energies.get((reference, test))
+        if sums is None:
+            return None
+        signal, noise = sums
+        return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
     layers, seen_inputs = [], set()
     for node in float_module.graph.nodes:
@@ -101,30 +105,24 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
             continue
         # The quantizer folds batch norms into the convolution before them: compare the
         # quantized convolution with the float batch norm's output.
-        reference, test = joined(recorded_float, folded.get(node.name, node.name)), joined(recorded_quant, node.name)
-        if reference is None or test is None or reference.shape != test.shape:
+        output_snr = snr(folded.get(node.name, node.name), node.name)
+        if output_snr is None:
             continue
-        output_snr = snr_db(reference, test)
-        input_snrs = []
-        for float_in, quant_in in zip(node.all_input_nodes, twin.all_input_nodes):
-            if float_in.op == "get_attr":  # a weight, not an activation
-                continue
-            a, b = joined(recorded_float, float_in.name), joined(recorded_quant, quant_in.name)
-            if a is not None and b is not None and a.shape == b.shape:
-                input_snrs.append(snr_db(a, b))
+        inputs = list(zip(node.all_input_nodes, twin.all_input_nodes))
+        input_snrs = [snr(a.name, b.name) for a, b in inputs if a.op != "get_attr"]  # a weight, not an activation
+        input_snrs = [value for value in input_snrs if value is not None]
         received = min(input_snrs) if input_snrs else math.inf
-        for float_in, quant_in in zip(node.all_input_nodes, twin.all_input_nodes):
+        for float_in, quant_in in inputs:
             if float_in.op == "placeholder" and float_in.name not in seen_inputs:
                 seen_inputs.add(float_in.name)
-                a, b = joined(recorded_float, float_in.name), joined(recorded_quant, quant_in.name)
-                if a is not None and b is not None and a.shape == b.shape:
-                    snr = snr_db(a, b)
+                value = snr(float_in.name, quant_in.name)
+                if value is not None:
                     layers.append(
                         {
                             "layer": f"{float_in.name} (input quantization)",
-                            "snr_db": finite(snr),
+                            "snr_db": finite(value),
                             "input_snr_db": None,
-                            "snr_drop_db": finite(ideal - snr),
+                            "snr_drop_db": finite(ideal - value),
                         }
                     )
         loss = received - output_snr if math.isfinite(output_snr) else None
@@ -139,6 +137,46 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
             }
         )
     return layers
+
+
+def _compared_pairs(float_module, quant_nodes: dict, folded: dict[str, str]) -> set[tuple[str, str]]:
+    """(float node, quantized node) whose values layer_report compares: each layer's output (against
+    the float batch norm folded into it) and each of its activation inputs."""
+    pairs = set()
+    for node in float_module.graph.nodes:
+        twin = quant_nodes.get(node.name)
+        if node.op != "call_function" or twin is None:
+            continue
+        pairs.add((folded.get(node.name, node.name), node.name))
+        pairs.update((a.name, b.name) for a, b in zip(node.all_input_nodes, twin.all_input_nodes) if a.op != "get_attr")
+    return pairs
+
+
+def _snr_sums(float_module, quant_module, samples: list[tuple], pairs: set) -> dict[tuple, tuple[float, float]]:
+    """(signal, noise) energy per compared pair, summed over the samples, one sample at a time; a pair
+    whose two values differ in shape is not compared."""
+    wanted_float, wanted_quant = {a for a, _ in pairs}, {b for _, b in pairs}
+    sums: dict[tuple, list[float]] = {}
+    mismatched: set[tuple] = set()
+    for sample in samples:
+        recorded_float, recorded_quant = (
+            LayerRecorder(float_module, wanted_float),
+            LayerRecorder(quant_module, wanted_quant),
+        )
+        recorded_float.run(*sample)
+        recorded_quant.run(*sample)
+        for pair in pairs:
+            reference, test = recorded_float.outputs.get(pair[0]), recorded_quant.outputs.get(pair[1])
+            if reference is None or test is None or pair in mismatched:
+                continue
+            if reference.shape != test.shape:
+                mismatched.add(pair)
+                continue
+            reference, test = reference.double(), test.double()
+            total = sums.setdefault(pair, [0.0, 0.0])
+            total[0] += float((reference * reference).sum())
+            total[1] += float(((test - reference) ** 2).sum())
+    return {pair: tuple(total) for pair, total in sums.items() if pair not in mismatched}
 
 
 def _batch_norms_folded_away(float_module, quant_nodes: dict) -> dict[str, str]:
@@ -211,7 +249,7 @@ def verify_numerics(
     classifier: bool | None = None,
     seed: int = 0,
     evaluation_samples: int = 500,
-    random_samples: int = 8,
+    random_samples: int = 40,
     min_agreement: float = 0.99,
     max_error_steps: float = 1.0,
     min_cosine: float = 0.9,
@@ -226,15 +264,12 @@ def verify_numerics(
     same_as_tosa_sources: str | None = None,
     same_as_delegation: str | None = None,
     repro: str | None = None,
-    max_random_samples: int = 400,
 ) -> dict:
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate).
     `same_as_*`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
     delegation), taken where it verified the same thing (see profile_verified_alike). `repro`: where a
-    crash of the TOSA reference model leaves its reproducer (default: `repro/` beside the report).
-    `max_random_samples`: how many random inputs (a model without a dataset, or `dataset: random`) may
-    be drawn for every check to decide (ethosweep.verify.verdicts)."""
+    crash of the TOSA reference model leaves its reproducer (default: `repro/` beside the report)."""
     started = time.perf_counter()
     same_as = _other_profile(
         report=same_as_report,
@@ -256,28 +291,17 @@ def verify_numerics(
     paths = ThreePaths.load(program, quantized, edge, lower_meta)
     example_inputs = load_tensors(inputs)
     is_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
-    with torch.no_grad():
-        values_per_sample = sum(t.numel() for t in flat(paths.float_module(*example_inputs)))
-    count, why = random_samples_needed(random_samples, values_per_sample, is_classifier, thresholds)
+    # fixed before any output is looked at: an interval read at a number of samples chosen by what it
+    # showed would not hold its coverage
+    count, why = random_samples_needed(random_samples, is_classifier, thresholds)
     loaded_in = time.perf_counter() - started
     untrained = untrained_weights(paths.exported.state_dict)
     has_data = RANDOM if dataset == RANDOM else dataset is not None
-
-    def judged(metrics: dict, location=None, worst=None):
-        return judge(metrics, location, thresholds, is_classifier, untrained, worst, has_data)
 
     sampled = Sampled(paths, example_inputs, dataset, seed, evaluation_samples, repro or Path(report).parent / "repro")
     sampled.draw(count)
     scales, allowed = output_scales(paths.npu_module), output_tolerances(paths.quant_module, thresholds)
     metrics = sampled.metrics(scales, is_classifier, allowed)
-    # where inputs are cheap (random), more of them until every check decides, up to the cap
-    while sampled.cheap and len(sampled.samples) < max_random_samples:
-        wanted = judged(dict(metrics)).more_samples
-        if not wanted:
-            break
-        sampled.draw(min(max_random_samples, max(2 * len(sampled.samples), wanted)))
-        metrics = sampled.metrics(scales, is_classifier, allowed)
-        why = f"{why}; drawn up to {len(sampled.samples)} for every check to decide (numerics.max_random_samples)"
     samples, labels, described = sampled.samples, sampled.labels, sampled.described
     float_out, quant_out, npu_out = sampled.outputs
     with torch.no_grad():
@@ -289,7 +313,8 @@ def verify_numerics(
     location = None
     if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
         location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], read_json(tosa_sources))
-    verdict = judged(metrics, location, worst[0] if worst else None)
+    evidence = Evidence(has_data, untrained, worst[0] if worst else None)
+    verdict = judge(metrics, location, thresholds, is_classifier, evidence)
     record = {
         "data": described,
         "samples": len(samples),
@@ -319,8 +344,8 @@ def verify_numerics(
         described,
         record["seconds"]["total"],
         {k: v for k, v in metrics.items() if v is not None and not isinstance(v, (list, dict))},
-        verdict.verdict.upper(),
-        f": {verdict.reason}" if verdict.reason else "",
+        verdict.npu.verdict.upper(),
+        f": {verdict.npu.detail}; quantization: {verdict.quantization.verdict}",
     )
     return record
 
@@ -495,6 +520,7 @@ def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
     inputs and data, profile, kept operators, settings, code and tool versions."""
     from ethosweep.runtime import cache
     from ethosweep.runtime.codeversion import code_version
+    from ethosweep.runtime.packages import stage_versions
 
     files = {name: cache.content_digest(settings[name]) for name in ("program", "quantized", "inputs")}
     dataset = settings.get("dataset")
@@ -506,7 +532,8 @@ def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
         "profile": profile,
         "keep_on_cpu": entry["keep_on_cpu"],
         "code": code_version("ethosweep.verify.numerics"),
-        "tools": tool_versions(),
+        # every package the verification runs, as the verify rule's key has them
+        "tools": stage_versions("ethosweep.verify.numerics"),
     }
     verified = cache.remembered(
         "fallback verification",
@@ -535,5 +562,16 @@ def _verified_lowering(entry: dict, profile: str, settings: dict) -> dict:
             bundle_io=str(Path(folder, "bundle_io.pt")),
             **settings,
         )
-    kept = ("verdict", "reason", "layer", "checks", "samples", "data", "sampling", "metrics", "tosa_partitions")
+    kept = (
+        "verdict",
+        "reason",
+        "layer",
+        "quantization",
+        "checks",
+        "samples",
+        "data",
+        "sampling",
+        "metrics",
+        "tosa_partitions",
+    )
     return {"keep_on_cpu": entry["keep_on_cpu"], **{k: record[k] for k in kept}}

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.tosa_graph import quiet_c_output
+from ethosweep.compile.tosa_graph import loaded, quiet_c_output
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import Fault, StageError
 from ethosweep.runtime.isolation import ToolCrashed, call_in_child
@@ -36,8 +36,15 @@ def run_tosa(tosa: bytes, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...
     with quiet_c_output():  # the library prints a version notice to stdout on every run
         outputs, status = reference.run(tosa, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=True)
     if status != reference.GraphStatus.TOSA_VALID:
-        raise RuntimeError(f"the TOSA reference model rejected the partition: {status}")
+        raise StageError(f"the TOSA reference model rejected the partition: {status}")
     return tuple(torch.from_numpy(np.ascontiguousarray(o)) for o in outputs)
+
+
+def input_names(tosa: bytes) -> list[str]:
+    """The names of a TOSA graph's inputs, in order: the partition's placeholders it reads (a partition
+    whose results are all constants reads none, though its delegate call still passes its inputs)."""
+    with loaded(tosa) as (_, block):
+        return list(block.inputs)
 
 
 class _Reached(Exception):
@@ -64,6 +71,7 @@ class NpuInterpreter(torch.fx.Interpreter):
             )
         }
         self.delegate_calls: list[tuple[bytes, list[torch.Tensor]]] = []  # (TOSA, inputs) per call, in order
+        self._tosa_inputs: dict[int, list[str]] = {}  # a partition's TOSA input names, by its delegate
 
     def run_node(self, n):
         self._node = n  # the node being run: call_function reads its arguments' dim orders
@@ -74,6 +82,7 @@ class NpuInterpreter(torch.fx.Interpreter):
             lowered, *inputs = args
             # in the dim order the program holds them (a channels-last export hands the NPU NHWC)
             inputs = [in_dim_order(t, node) for t, node in zip(inputs, self._node.args[1:])]
+            inputs = self._read_by_tosa(lowered, inputs)
             partition = self.partitions.get(id(lowered), "?")
             if partition == self.stop_at:
                 raise _Reached([t.clone() for t in inputs])
@@ -84,6 +93,18 @@ class NpuInterpreter(torch.fx.Interpreter):
             check_boundary(self._node, partition, outputs)
             return tuple(from_dim_order(t, value) for t, value in zip(outputs, _values(self._node)))
         return super().call_function(target, args, kwargs)
+
+    def _read_by_tosa(self, lowered, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The delegate call's inputs the partition's TOSA graph reads, in its order (by the partition's
+        placeholder names): a partition whose results are all constants (a full_like of its input)
+        reads none of what the call passes it."""
+        names = list(lowered.original_module.graph_signature.user_inputs)
+        wanted = self._tosa_inputs.get(id(lowered))
+        if wanted is None:
+            wanted = self._tosa_inputs[id(lowered)] = input_names(lowered.processed_bytes)
+        if len(names) != len(inputs) or wanted == names or not set(wanted) <= set(names):
+            return inputs
+        return [inputs[names.index(name)] for name in wanted]
 
 
 class BoundaryMismatch(StageError):

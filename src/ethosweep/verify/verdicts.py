@@ -1,55 +1,19 @@
-"""The verdict on a model's numerics: measured effects with their 95 % intervals, judged against
-tolerances, as ok (shown within), flagged (shown beyond) or inconclusive (neither, and about how many
-samples would decide).
+"""Two verdicts on a model's numerics, each a measured effect with its 95 % interval judged against a
+tolerance, and each answered only as far as the evidence goes:
 
-The user's question is: *does deploying this model on the NPU lose accuracy that the quantized
-model does not already lose?* Two checks answer it, each only as far as the evidence goes. Each
-states the effect it measured and its interval (ethosweep.verify.intervals); "ok" only when the
-interval lies inside the tolerance (an equivalence test), never because no difference was found.
+1. **the NPU's question** (`npu`): does the NPU path compute what the quantized model computes? The
+   TOSA reference model against quantized PyTorch, on the same inputs: *identical* (every output
+   value equal on all n inputs, with the share of inputs on which it may still differ bounded by
+   Clopper-Pearson), *within tolerance* (within the steps ExecuTorch's Arm tests accept, `qtol`),
+   else judged by what the difference costs against float: ok (shown within the 3 dB the NPU may
+   add, a note giving the steps), flagged (shown beyond, or a layer grossly off given its inputs,
+   at the layer where it starts) or inconclusive;
+2. **the quantization's question** (`quantization`): how much does quantization cost against float?
+   Top-1 agreement (a classifier by evidence) or the typical per-input relative error and cosine
+   (ExecuTorch's model thresholds), judged only on representative data: with `dataset: random` or
+   none it is "not judged", with the numbers.
 
-1. **The lowering: is the NPU path worse against float than the quantized model?** The TOSA
-   reference model (what the NPU computes) and the quantized model in PyTorch, both against the
-   float model, on the same samples (`lowering_effects`):
-   - any model: the NPU path's error energy against float over the quantized model's (sums of
-     squared differences over every output value), in dB, with Fieller's interval over the
-     samples. Tolerance (`energy_tolerance_db`): 3 dB, the NPU may add as much error as
-     quantization already leaves, or more where ExecuTorch's output tolerance allows it (its Arm
-     tests accept the NPU `qtol` steps from the quantized reference at every output value);
-   - a classifier by evidence (labelled data, or `classifier: true`): top-1 agreement with float,
-     the NPU path's minus the quantized model's, on the samples whose float top-1 margin is at least
-     one output step, with Newcombe's interval for paired proportions. Tolerance: the NPU path may
-     lose at most 1 - min_agreement (1 point at 0.99) of agreement against the quantized model: the
-     whole budget the accuracy check allows against float, which no upstream test sets tighter
-     (ExecuTorch's Arm model tests compare outputs with atol, not top-1).
-   Where the outputs differ at all, ethosweep.verify.locate compares layer by layer, in each
-   layer's own steps, against the tolerance ExecuTorch's own Arm tests give its operator
-   (`EXECUTORCH_INT16_QTOL`, `numerics.max_error_steps`). Then:
-   - a layer *grossly* off given the NPU's own inputs (`GROSS_FACTOR` times its tolerance and at
-     least `GROSS_FLOOR_INT8_STEPS` int8 steps: a negated weight, a transposed layout) is
-     flagged at that layer whatever the output shows;
-   - an effect shown beyond its tolerance: flagged at the first layer beyond its tolerance (or
-     where the drift grows most), or, if that cannot be found, flagged saying so;
-   - every effect shown within its tolerance: ok; a layer beyond its tolerance is named in a note
-     (the compiler's business, in the cell's record, not a verdict on the model);
-   - otherwise inconclusive, with about how many samples would decide;
-   - nothing to compare (no output quantized): inconclusive, never ok.
-2. **The model against float: beyond ExecuTorch's model-level thresholds?**
-   - a classifier by evidence: top-1 agreement with float on the decidable samples, with Wilson's
-     interval, against `min_agreement` (0.99: shown within needs 381 samples that all agree);
-   - any other model: cosine similarity and relative error (Frobenius norm) against float, with
-     percentile-bootstrap intervals over the samples, against ExecuTorch's thresholds for
-     quantized models (TosaPipelineINT: cosine >= 0.9, relative error <= 0.15) and its cleaning of
-     the reference (float values below one output step count as 0, an all-0 reference is not
-     judged, nor the relative error of a reference at noise scale).
-   Shown beyond them on real data: flagged at the layer where the SNR against float drops most.
-   Without a dataset (calibrated on the example inputs alone): inconclusive, with the numbers. With
-   `dataset: random` the loss against float measures no accuracy: shown, "not judged", and left
-   out of the verdict.
-
-Where data are cheap (random inputs), the verify stage draws more samples until every check
-decides, up to `numerics.max_random_samples` (ethosweep.verify.numerics).
-
-Torch-free: it works on the metrics the verify stage measured.
+Torch-free: it works on the metrics the verify stage measured (docs/numerics.md).
 """
 
 from __future__ import annotations
@@ -58,16 +22,17 @@ import math
 from dataclasses import dataclass, field
 
 from ethosweep.verify.intervals import (
-    Z95,
+    COSINE_GAP_FLOOR,
+    RELATIVE_ERROR_FLOOR,
     Effect,
     Interval,
-    bootstrap,
-    cosine_of,
+    clopper_pearson,
     decide,
+    geometric_mean,
+    log_ratio_db,
     paired_difference,
-    ratio_db,
-    relative_error_of,
-    wilson,
+    per_input_cosine_gaps,
+    per_input_relative_errors,
     would_decide,
 )
 
@@ -126,22 +91,35 @@ class Thresholds:
         return table.get(kind.lstrip("_"), table["default"])
 
     def samples_to_draw(self) -> int:
-        """Random inputs for a classifier without data: enough that, if none disagrees, Wilson's interval
-        shows the agreement within min_agreement (n >= z^2 * min / (1 - min): 381 at 0.99)."""
+        """Random inputs for a classifier without data: enough that, if none disagrees, the
+        Clopper-Pearson interval shows the agreement within min_agreement (368 at 0.99)."""
         if self.min_agreement >= 1:
             return 1_000_000
-        return math.ceil(Z95**2 * self.min_agreement / (1 - self.min_agreement) - 1e-9)
+        return math.ceil(math.log(0.025) / math.log(self.min_agreement))
 
 
-# The statuses a check can end in. "not judged": the check measured something that says nothing of
-# accuracy (float on random inputs): shown, never counted in the verdict.
-NOT_JUDGED = "not judged"
+# The NPU path may add as much error energy against float as quantization already leaves (a ratio of
+# 2, 3.01 dB), on a typical input, each input's energies counted from the energy ExecuTorch's output
+# tolerance allows (its qtol steps at every value): a difference at rounding level is none.
+ENERGY_TOLERANCE_DB = 10 * math.log10(2)
+
+# The NPU check's outcomes, best first; "not judged" (a check that measured what says nothing of its
+# question: float on random inputs) is shown, never counted.
+IDENTICAL, WITHIN, OK, FLAGGED, INCONCLUSIVE, NOT_JUDGED = (
+    "identical",
+    "within tolerance",
+    "ok",
+    "flagged",
+    "inconclusive",
+    "not judged",
+)
+PASSED = (IDENTICAL, WITHIN, OK)
 
 
 @dataclass
 class Check:
-    name: str  # "lowering" (NPU vs quantized model) or "accuracy" (against float)
-    verdict: str  # ok | inconclusive | flagged | not judged
+    name: str  # "npu" (the NPU path against the quantized model) or "quantization" (against float)
+    verdict: str  # identical | within tolerance | ok | inconclusive | flagged | not judged
     detail: str
     layer: str = ""  # where, for a flagged check
     effects: list = field(default_factory=list)  # the measured effects (Effect.as_dict) behind it
@@ -160,154 +138,112 @@ class Check:
 
 @dataclass
 class Verdict:
-    checks: list[Check] = field(default_factory=list)
+    npu: Check
+    quantization: Check
 
     @property
-    def verdict(self) -> str:
-        verdicts = [c.verdict for c in self.checks if c.verdict != NOT_JUDGED]
-        return "flagged" if "flagged" in verdicts else "inconclusive" if "inconclusive" in verdicts else "ok"
-
-    @property
-    def reason(self) -> str:
-        """Why it is not ok, or for an ok verdict what was measured, in one line."""
-        shown = [c for c in self.checks if c.verdict in ("flagged", "inconclusive")] or self.checks
-        return "; ".join(c.detail for c in shown)
-
-    @property
-    def layer(self) -> str:
-        return next((c.layer for c in self.checks if c.verdict == "flagged" and c.layer), "")
-
-    @property
-    def more_samples(self) -> int | None:
-        """About how many samples would decide every inconclusive check (None: more would not help)."""
-        wanted = [c.more_samples for c in self.checks if c.verdict == "inconclusive"]
-        return max(wanted) if wanted and all(wanted) else None
+    def checks(self) -> list[Check]:
+        return [self.npu, self.quantization]
 
     def as_dict(self) -> dict:
+        """The NPU's verdict as the record's own (verdict, reason, layer), the quantization's beside it."""
         return {
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "layer": self.layer,
+            "verdict": self.npu.verdict,
+            "reason": self.npu.detail,
+            "layer": self.npu.layer,
+            "quantization": {
+                "verdict": self.quantization.verdict,
+                "reason": self.quantization.detail,
+                "layer": self.quantization.layer,
+            },
             "checks": [c.as_dict() for c in self.checks],
         }
 
 
-def lowering_effects(metrics: dict, classifier: bool, thresholds: Thresholds) -> list[Effect]:
-    """What the lowering check weighs: the NPU path's error energy against float relative to the
-    quantized model's (any model), and its top-1 agreement with float minus the quantized model's
-    (a classifier by evidence). See the module docstring for the tolerances."""
-    effects = []
+def at_most_share(differing: int, samples: int) -> str:
+    """'on at most 3.0 % of inputs (95 %, Clopper-Pearson)': the one-sided 95 % upper bound on the
+    share of inputs on which something happens that happened on `differing` of `samples`."""
+    high = clopper_pearson(differing, samples, 0.90).high
+    return f"on at most {100 * high:.1f} % of inputs (95 %, Clopper-Pearson)"
+
+
+def energy_effect(metrics: dict) -> Effect | None:
+    """The NPU path's error energy against float over the quantized model's on a typical input (the
+    geometric mean of the per-input ratios, each from the energy ExecuTorch's tolerance allows)."""
     energy = metrics.get("error_against_float") or {}
     per_sample = energy.get("per_sample") or {}
-    npu, quantized, allowed = per_sample.get("npu"), per_sample.get("quantized"), energy.get("allowed_extra") or 0.0
-    if npu and not sum(npu) and not sum(quantized):
-        effects.append(
-            Effect(
-                "error energy against float on either path: ",
-                Interval(0.0, 0.0, 0.0, len(npu)),
-                0.0,
-                "above",
-                after=" (both exact)",
-            )
-        )
-    elif npu and sum(quantized) > 0:
-        effects.append(
-            Effect(
-                "the NPU path: ",
-                ratio_db(npu, quantized),
-                energy_tolerance_db(sum(quantized), allowed),
-                "above",
-                " dB",
-                " more error energy against float than the quantized model",
-            )
-        )
-    elif npu and allowed > 0:
-        # the quantized model is exact against float: the NPU path against what ExecuTorch's tolerance allows
-        effects.append(
-            Effect(
-                "the NPU path's error energy against float (the quantized model's is 0): ",
-                ratio_db(npu, [allowed / len(npu)] * len(npu)),
-                0.0,
-                "above",
-                " dB",
-                " of what ExecuTorch's output tolerance allows",
-            )
-        )
-    elif npu:  # an exact quantized model, and no quantized output to allow the NPU path anything
-        effects.append(
-            Effect(
-                "the NPU path's error energy against float: ",
-                Interval(sum(npu), sum(npu), sum(npu), len(npu)),
-                0.0,
-                "above",
-                after=" (the quantized model's is 0)",
-            )
-        )
+    npu, quantized = per_sample.get("npu"), per_sample.get("quantized")
+    if not npu:
+        return None
+    floor = (energy.get("allowed_extra") or 0.0) / len(npu)
+    return Effect(
+        "the NPU path: ",
+        log_ratio_db(npu, quantized, floor),
+        ENERGY_TOLERANCE_DB,
+        "above",
+        " dB",
+        " more error energy against float than the quantized model on a typical input",
+    )
+
+
+def top1_effect(metrics: dict, thresholds: Thresholds) -> Effect | None:
     pairs = metrics.get("top1_pairs")
-    if classifier and pairs and sum(pairs.values()):
-        effects.append(
-            Effect(
-                "the NPU path's top-1 agreement with float: ",
-                paired_difference(pairs["both"], pairs["npu_only"], pairs["quantized_only"], pairs["neither"]),
-                -(1 - thresholds.min_agreement),
-                "below",
-                " points",
-                " against the quantized model's",
-                scale=100,
-            )
-        )
-    return effects
+    if not pairs or not sum(pairs.values()):
+        return None
+    return Effect(
+        "the NPU path's top-1 agreement with float: ",
+        paired_difference(pairs["both"], pairs["npu_only"], pairs["quantized_only"], pairs["neither"]),
+        -(1 - thresholds.min_agreement),
+        "below",
+        " points",
+        " against the quantized model's",
+        scale=100,
+    )
 
 
-def energy_tolerance_db(quantized_energy: float, allowed_extra: float) -> float:
-    """How much more error energy against float the NPU path may have than the quantized model, in dB:
-    as much again as the quantized model's own (3 dB of SNR: the NPU may add as much error as
-    quantization already leaves), or the extra ExecuTorch's output tolerance allows where that is
-    more (its tests accept the NPU `qtol` steps from the quantized reference at every output value)."""
-    if quantized_energy <= 0:
-        return math.inf if allowed_extra > 0 else 0.0
-    return 10 * math.log10(1 + max(quantized_energy, allowed_extra) / quantized_energy)
-
-
-def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds, classifier: bool) -> Check:
-    """Is the NPU path worse against float than the quantized model? (see the module docstring)"""
+def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, classifier: bool) -> Check:
+    """Does the NPU path compute what the quantized model computes? (see the module docstring)"""
     max_steps, samples = metrics.get("max_error_steps"), metrics.get("samples") or 0
     uncompared = metrics.get("uncompared_outputs") or []
-    if max_steps is None:
-        return Check(
-            "lowering",
-            "inconclusive",
-            "nothing compared: no output of the model is quantized, so the NPU path could not be compared "
-            "with the quantized model in steps" + (f" (outputs {_indices(uncompared)})" if uncompared else ""),
-        )
     unseen = (
         f"; output(s) {_indices(uncompared)} carry no quantization scale and were not compared in steps"
         if uncompared
         else ""
     )
-    effects = lowering_effects(metrics, classifier, thresholds)
+    if max_steps is None:
+        return Check(
+            "npu",
+            INCONCLUSIVE,
+            "nothing compared: no output of the model is quantized, so the NPU path could not be compared "
+            "with the quantized model in steps" + (f" (outputs {_indices(uncompared)})" if uncompared else ""),
+        )
+    allowed = metrics.get("output_steps_allowed") or thresholds.max_error_steps
+    differing = metrics.get("differing_samples", samples if max_steps else 0)
+    beyond_steps = metrics.get("beyond_tolerance_samples", samples if max_steps > allowed else 0)
+    if max_steps == 0:
+        return Check(
+            "npu",
+            IDENTICAL,
+            f"identical to the quantized model on all {samples} inputs; it differs {at_most_share(0, samples)}"
+            + unseen,
+        )
+    located = _paired_layers(location, thresholds)
+    beyond, counted = located.beyond, located.counted
+    tolerance = lambda layer: thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))  # noqa: E731
+    located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
+    gross = next((layer for layer in located_beyond if _gross(layer, tolerance(layer))), None)
+    off = (
+        f"the output is {max_steps:g} steps off the quantized model on {beyond_steps} of {samples} inputs "
+        f"(ExecuTorch's Arm operator tests accept {allowed:g})"
+    )
+    effects = [e for e in (energy_effect(metrics), top1_effect(metrics, thresholds) if classifier else None) if e]
     decided, needed = decide(effects)
     measured = "; ".join(e.text() for e in effects) or "no per-sample errors against float to compare"
     recorded = [e.as_dict() for e in effects]
-    allowed = metrics.get("output_steps_allowed") or thresholds.max_error_steps
-    off = f"the output is {max_steps:g} steps off the quantized model (> {allowed:g})"
-    within_steps = max_steps <= allowed
-    located = bool(location and not location.get("problem") and location.get("layers"))
-    paired = sorted(location["layers"], key=lambda layer: layer.get("order", 0)) if located else []
-    unpaired = (location or {}).get("unpaired") or []
-    counted = f"{len(paired)} of {len(paired) + len(unpaired)} activations paired with the NPU's tensors"
-    # a decomposed operator is judged at its last activation (its internal ones are part of it)
-    layers = [layer for layer in paired if not layer.get("internal")]
-    tolerance = lambda layer: thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))  # noqa: E731
-    beyond = [layer for layer in layers if layer["own_steps"] > tolerance(layer)]
-    # given the NPU's own inputs: a layer after an unpaired activation was given the quantized model's
-    located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
-    broken = next(iter(located_beyond), None)
-    gross = next((layer for layer in located_beyond if _gross(layer, tolerance(layer))), None)
     if gross is not None:
         return Check(
-            "lowering",
-            "flagged",
+            "npu",
+            FLAGGED,
             f"layer {_layer_label(gross)} computes something else than the quantized model: {gross['own_steps']} "
             f"steps off given the same inputs, {gross['own_steps'] / tolerance(gross):.0f} times its tolerance of "
             f"{tolerance(gross):g}{_width(gross)} (far beyond rounding: flagged whatever the output shows); {off}; "
@@ -315,60 +251,98 @@ def lowering_check(metrics: dict, location: dict | None, thresholds: Thresholds,
             layer=gross["layer"],
             effects=recorded,
         )
+    if max_steps <= allowed:
+        return Check(
+            "npu",
+            WITHIN,
+            f"within {max_steps:g} output step(s) of the quantized model on all {samples} inputs, what ExecuTorch's "
+            f"Arm tests accept ({allowed:g}; {differing} of the inputs differ at all); beyond it "
+            f"{at_most_share(0, samples)}{unseen}",
+        )
     if decided == "beyond":
         lost = f"the NPU path loses accuracy the quantized model does not: {measured}"
-        if broken is not None:
-            before = [layer for layer in layers[: layers.index(broken)] if layer["partition"] == broken["partition"]]
-            inputs = max((layer["accumulated_steps"] for layer in before), default=0)
-            return Check(
-                "lowering",
-                "flagged",
-                f"{lost}; it starts at layer {_layer_label(broken)}, {broken['own_steps']} steps off given the same "
-                f"inputs (> {tolerance(broken):g}{_width(broken)}; the layers before it within {inputs}); {off}; "
-                f"{counted}" + _int16_hint(broken, tolerance(broken)),
-                layer=broken["layer"],
-                effects=recorded,
-            )
-        if layers and not beyond and not unpaired:
-            grows, growth = _fastest_drift(layers)
-            return Check(
-                "lowering",
-                "flagged",
-                f"{lost}; every layer is within its tolerance on its own, and the drift grows most at layer "
-                f"{_layer_label(grows)} (+{growth} steps); {off}; {counted}",
-                layer=grows["layer"],
-                effects=recorded,
-            )
-        return Check(
-            "lowering",
-            "flagged",
-            f"{lost}; {off}; the layer where it starts could not be found: {_not_found(location, beyond, unpaired)} "
-            f"({counted})",
-            effects=recorded,
-        )
-    steps = (
-        f"the NPU path within {max_steps:g} output step(s) of the quantized model on {samples} samples"
-        if within_steps
-        else off
-    )
+        return _flagged(lost, off, location, located, tolerance, recorded)
     note = ""
-    if beyond and not within_steps:
+    if beyond:
         more = f" (and {len(beyond) - 1} more)" if beyond[1:] else ""
         note = f"; note: {_layer_note(beyond[0], tolerance(beyond[0]))}{more}"
     if decided == "within" and effects:
         return Check(
-            "lowering", "ok", f"ok, shown within tolerance: {measured}; {steps}{note}{unseen}", effects=recorded
+            "npu",
+            OK,
+            f"ok, at no accuracy cost shown: {measured}; {off}, which its model tests accept where it costs no "
+            f"accuracy{note}{unseen}",
+            effects=recorded,
         )
-    if not effects and within_steps:
-        # nothing to weigh against float (no per-sample errors): the outputs' own steps are all there is
-        return Check("lowering", "inconclusive", f"{steps}, but no per-sample error against float was measured{unseen}")
     return Check(
-        "lowering",
-        "inconclusive",
-        f"whether the NPU path loses accuracy the quantized model does not is not shown either way: {measured}; "
-        f"{would_decide(needed)}; {steps}{note}{unseen}",
+        "npu",
+        INCONCLUSIVE,
+        f"{off}; whether it costs accuracy the quantized model does not lose is not shown either way: {measured}; "
+        f"{would_decide(needed)}{note}{unseen}",
         effects=recorded,
         more_samples=needed,
+    )
+
+
+@dataclass(frozen=True)
+class Located:
+    """The layer-by-layer comparison as the NPU check reads it: the judged layers (a decomposed operator
+    at its last activation), those beyond their tolerance, the unpaired activations, how many paired."""
+
+    layers: list
+    beyond: list
+    unpaired: list
+    counted: str
+
+
+def _paired_layers(location: dict | None, thresholds: Thresholds) -> Located:
+    located = bool(location and not location.get("problem") and location.get("layers"))
+    paired = sorted(location["layers"], key=lambda layer: layer.get("order", 0)) if located else []
+    unpaired = (location or {}).get("unpaired") or []
+    counted = f"{len(paired)} of {len(paired) + len(unpaired)} activations paired with the NPU's tensors"
+    layers = [layer for layer in paired if not layer.get("internal")]
+    beyond = [
+        layer
+        for layer in layers
+        if layer["own_steps"] > thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))
+    ]
+    return Located(layers, beyond, unpaired, counted)
+
+
+def _flagged(lost: str, off: str, location: dict | None, located: Located, tolerance, recorded: list) -> Check:
+    """A difference shown to cost accuracy: flagged where it starts, or where the drift grows most, or
+    saying where it could not look."""
+    layers, beyond, unpaired, counted = located.layers, located.beyond, located.unpaired, located.counted
+    located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
+    broken = next(iter(located_beyond), None)
+    if broken is not None:
+        before = [layer for layer in layers[: layers.index(broken)] if layer["partition"] == broken["partition"]]
+        inputs = max((layer["accumulated_steps"] for layer in before), default=0)
+        return Check(
+            "npu",
+            FLAGGED,
+            f"{lost}; it starts at layer {_layer_label(broken)}, {broken['own_steps']} steps off given the same "
+            f"inputs (> {tolerance(broken):g}{_width(broken)}; the layers before it within {inputs}); {off}; "
+            f"{counted}" + _int16_hint(broken, tolerance(broken)),
+            layer=broken["layer"],
+            effects=recorded,
+        )
+    if layers and not beyond and not unpaired:
+        grows, growth = _fastest_drift(layers)
+        return Check(
+            "npu",
+            FLAGGED,
+            f"{lost}; every layer is within its tolerance on its own, and the drift grows most at layer "
+            f"{_layer_label(grows)} (+{growth} steps); {off}; {counted}",
+            layer=grows["layer"],
+            effects=recorded,
+        )
+    return Check(
+        "npu",
+        FLAGGED,
+        f"{lost}; {off}; the layer where it starts could not be found: {_not_found(location, beyond, unpaired)} "
+        f"({counted})",
+        effects=recorded,
     )
 
 
@@ -450,97 +424,107 @@ def _unpaired_summary(unpaired: list[dict]) -> str:
     return "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
 
 
-def accuracy_effects(metrics: dict, thresholds: Thresholds, classifier: bool) -> list[Effect]:
-    """What the accuracy check weighs: top-1 agreement with float (a classifier by evidence, on the
-    decidable samples), else the cosine and the relative error of the NPU path against float."""
+@dataclass(frozen=True)
+class Evidence:
+    """What the quantization check needs beyond the metrics: whether the data represent the model's
+    inputs (True: a dataset; "random": `dataset: random`; False: none), why the weights look untrained,
+    and the layer whose SNR against float drops most."""
+
+    has_data: bool | str
+    weights_untrained: str = ""
+    worst_layer: dict | None = None
+
+
+def quantization_effects(metrics: dict, thresholds: Thresholds, classifier: bool) -> list[Effect]:
+    """What the quantization check weighs: top-1 agreement with float (a classifier by evidence, on the
+    decidable samples), else the typical per-input cosine and relative error of the NPU path against float
+    (ExecuTorch's thresholds judge each test input on its own)."""
     if classifier:
         agreed, decided = metrics.get("agreement_decidable_count"), metrics.get("decidable_samples") or 0
         if agreed is None or not decided:
             return []
-        interval = wilson(agreed, decided)
-        return [Effect("top-1 agreement with float ", interval, thresholds.min_agreement, "below", decimals=3)]
+        return [
+            Effect(
+                "top-1 agreement with float ",
+                clopper_pearson(agreed, decided),
+                thresholds.min_agreement,
+                "below",
+                decimals=3,
+            )
+        ]
     sums = metrics.get("against_float_sums")
     if not sums or not sum(sums.get("ref_ref") or []):
         return []
-    effects = [Effect("cosine with float ", bootstrap(cosine_of, sums), thresholds.min_cosine, "below", decimals=4)]
+    gap = geometric_mean(per_input_cosine_gaps(sums), COSINE_GAP_FLOOR)
+    cosine = Interval(1 - gap.estimate, 1 - gap.high, 1 - gap.low, gap.samples)
+    effects = [Effect("cosine with float on a typical input ", cosine, thresholds.min_cosine, "below", decimals=4)]
     if metrics.get("relative_error_npu_vs_float") is not None:  # not at noise scale (see against_float)
-        interval = bootstrap(relative_error_of, sums)
+        interval = geometric_mean(per_input_relative_errors(sums), RELATIVE_ERROR_FLOOR)
         effects.append(
-            Effect("relative error against float ", interval, thresholds.max_relative_error, "above", decimals=3)
+            Effect(
+                "relative error against float on a typical input ",
+                interval,
+                thresholds.max_relative_error,
+                "above",
+                decimals=3,
+            )
         )
     return effects
 
 
-def accuracy_check(
-    metrics: dict,
-    thresholds: Thresholds,
-    classifier: bool,
-    weights_untrained: str,
-    worst_layer: dict | None,
-    has_data: bool | str,
-) -> Check:
-    """The NPU path against float, judged as far as the evidence goes (see the module docstring).
-    `has_data`: real data (True), none (False), or "random" (`dataset: random`)."""
-    where = _worst(worst_layer)
-    untrained = f"; {weights_untrained}" if weights_untrained else ""
+def quantization_check(metrics: dict, thresholds: Thresholds, classifier: bool, evidence: Evidence) -> Check:
+    """How much does quantization cost against float? Judged only on representative data (see the
+    module docstring)."""
+    where = _worst(evidence.worst_layer)
+    untrained = f"; {evidence.weights_untrained}" if evidence.weights_untrained else ""
     if not classifier and metrics.get("reference_all_zero"):
         return Check(
-            "accuracy",
-            "inconclusive",
+            "quantization",
+            INCONCLUSIVE,
             f"the float outputs are all below one output step (at most {metrics['float_output_max_abs']:.2g}): "
             f"nothing to compare against{untrained}",
         )
-    effects = accuracy_effects(metrics, thresholds, classifier)
+    effects = quantization_effects(metrics, thresholds, classifier)
     decided, needed = decide(effects)
     measured = "; ".join(e.text() for e in effects)
     recorded = [e.as_dict() for e in effects]
     if classifier and not effects:
         flat = f"{metrics.get('decidable_samples')} of {metrics.get('samples')} samples have a float top-1 margin"
         why = f"top-1 agreement not judged: logits too flat for top-1 to mean anything ({flat} of at least one step)"
-        return Check("accuracy", "inconclusive", why + untrained)
-    if has_data == "random":
-        # calibrated and evaluated on random inputs of one distribution (`dataset: random`): a model
-        # with random weights, or without real data; its loss against float on such inputs measures
-        # no accuracy, so it is said, not judged (the lowering check answers for the NPU)
+        return Check("quantization", INCONCLUSIVE, why + untrained)
+    if evidence.has_data is not True:
+        # random inputs (`dataset: random`), or none (calibrated on the example inputs alone): what the
+        # model loses against float there measures no accuracy, either way
+        why = (
+            "on random inputs (dataset: random)"
+            if evidence.has_data == "random"
+            else "without a dataset the model was calibrated on its example inputs alone and evaluated on random "
+            "inputs: give it a `dataset` to judge its accuracy"
+        )
         return Check(
-            "accuracy",
+            "quantization",
             NOT_JUDGED,
-            f"not judged against float: on random inputs (dataset: random) the loss against float measures no "
-            f"accuracy ({measured}{'; ' + where if where and decided != 'within' else ''})",
+            f"not judged against float: {why} ({measured or 'nothing measured'}"
+            f"{'; ' + where if where and decided != 'within' else ''}){untrained}",
             effects=recorded,
         )
     if decided == "within":
-        return Check("accuracy", "ok", f"shown within tolerance: {measured}", effects=recorded)
+        return Check("quantization", OK, f"shown within tolerance: {measured}", effects=recorded)
     if decided == "beyond":
-        return _judged(f"{measured}{'; ' + where if where else ''}", weights_untrained, has_data, worst_layer, recorded)
+        detail = f"{measured}{'; ' + where if where else ''}"
+        if not evidence.worst_layer:
+            return Check("quantization", INCONCLUSIVE, f"{detail}; no layer could be named", effects=recorded)
+        return Check("quantization", FLAGGED, detail, layer=evidence.worst_layer["layer"], effects=recorded)
     flat = ""
     if classifier and (metrics.get("decidable_samples") or 0) < (metrics.get("samples") or 0) / 2:
         flat = "; logits too flat for top-1 to mean much (most samples' float top-1 margin under one step)"
     return Check(
-        "accuracy",
-        "inconclusive",
+        "quantization",
+        INCONCLUSIVE,
         f"not shown either way: {measured}; {would_decide(needed)}{flat}{untrained}",
         effects=recorded,
         more_samples=needed,
     )
-
-
-def _judged(
-    detail: str, weights_untrained: str, has_data: bool | str, worst_layer: dict | None, effects: list
-) -> Check:
-    """A check shown beyond its tolerance: flagged where real data show it, at the layer that loses most."""
-    if not has_data:
-        untrained = f"; and {weights_untrained}" if weights_untrained else ""
-        return Check(
-            "accuracy",
-            "inconclusive",
-            f"{detail}; but without a dataset the model was calibrated on its example inputs alone and "
-            f"evaluated on random inputs{untrained}: give it a `dataset` to judge its accuracy",
-            effects=effects,
-        )
-    if not worst_layer:
-        return Check("accuracy", "inconclusive", f"{detail}; no layer could be named", effects=effects)
-    return Check("accuracy", "flagged", detail, layer=worst_layer["layer"], effects=effects)
 
 
 def _worst(worst_layer: dict | None) -> str:
@@ -559,40 +543,19 @@ def _layer_label(layer: dict) -> str:
 
 
 def judge(
-    metrics: dict,
-    location: dict | None,
-    thresholds: Thresholds,
-    classifier: bool,
-    weights_untrained: str,
-    worst_layer: dict | None,
-    has_data: bool | str,
+    metrics: dict, location: dict | None, thresholds: Thresholds, classifier: bool, evidence: Evidence
 ) -> Verdict:
     return Verdict(
-        [
-            lowering_check(metrics, location, thresholds, classifier),
-            accuracy_check(metrics, thresholds, classifier, weights_untrained, worst_layer, has_data),
-        ]
+        npu_check(metrics, location, thresholds, classifier),
+        quantization_check(metrics, thresholds, classifier, evidence),
     )
 
 
-def random_samples_needed(
-    minimum: int, values_per_sample: int, classifier: bool, thresholds: Thresholds, cap: int = 1000
-) -> tuple[int, str]:
-    """How many random inputs a model without a dataset is evaluated on, and why.
-
-    A classifier needs enough for top-1 agreement to be shown within min_agreement (see
-    Thresholds.samples_to_draw).
-    Otherwise the cosine and the relative error are computed over every output value of every
-    sample: with N values, the relative error's own relative standard error is about 1/sqrt(2N),
-    so 400 values keep it within ~3.5 %.
-    """
-    if classifier:
+def random_samples_needed(minimum: int, classifier: bool, thresholds: Thresholds) -> tuple[int, str]:
+    """How many random inputs a model without representative data is evaluated on, fixed before any is
+    looked at: `numerics.random_samples`, or for a classifier the more that top-1 agreement needs to be
+    shown within min_agreement if none disagrees (Thresholds.samples_to_draw)."""
+    if classifier and thresholds.samples_to_draw() > minimum:
         needed = thresholds.samples_to_draw()
-        why = f"{needed} for top-1 agreement to be shown within {thresholds.min_agreement:g} (Wilson's interval)"
-    else:
-        needed = math.ceil(400 / max(1, values_per_sample))
-        why = f"{needed} for 400 output values ({values_per_sample} per sample) behind the cosine and relative error"
-    count = min(cap, max(minimum, needed))
-    if count < needed:
-        why += f", capped at {cap}"
-    return count, why
+        return needed, f"{needed} for top-1 agreement to be shown within {thresholds.min_agreement:g} (Clopper-Pearson)"
+    return minimum, f"{minimum} (numerics.random_samples, fixed before looking)"

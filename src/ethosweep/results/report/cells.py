@@ -114,6 +114,8 @@ def cell_detail(
             "verdict": verified["verdict"],
             "reason": verified["reason"],
             "layer": verified["layer"],
+            # the quantization's question (against float), beside the NPU's
+            "vs_float": verified.get("quantization") or {},
             "location": verified.get("location"),
             "worst_layers": verified.get("worst_layers", []),
         },

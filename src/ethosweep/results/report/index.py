@@ -47,8 +47,9 @@ TABLE_COLUMNS = (
     ("top1_float", "top-1 float %"),
     ("top1_npu", "top-1 NPU %"),
     ("max_error_steps", "NPU vs quant (steps)"),
-    ("numerics", "numerics"),
-    ("numerics_reason", "numerics: why"),
+    ("numerics", "NPU vs quantized"),
+    ("numerics_reason", "NPU vs quantized: why"),
+    ("vs_float", "quantized vs float"),
 )
 NUMBERS = {
     "vela_cycles_total",
@@ -207,16 +208,14 @@ def cells_table(rows: list[dict]) -> str:
 
 
 def numerics_heading(rows: list[dict]) -> str:
-    """'numerics: 0 cells flagged, 1 inconclusive' (or why nothing was verified)."""
+    """'the NPU path against the quantized model: 70 cells identical, 9 within tolerance, 2 ok, 0 flagged,
+    0 inconclusive' (or why nothing was verified)."""
     if rows and all(r.get("numerics") == NOT_VERIFIED for r in rows if r.get("status") == "ok"):
         return f"numerics {NOT_VERIFIED} ({NOT_VERIFIED_REASON})"
-    count = {
-        v: len(unique_cells([r for r in rows if r.get("numerics") == v]))
-        for v in ("flagged", "inconclusive", "unverified")
-    }
-    return f"numerics: {count['flagged']} cells flagged, {count['inconclusive']} inconclusive" + (
-        f", {count['unverified']} unverified" if count["unverified"] else ""
-    )
+    verdicts = ("identical", "within tolerance", "ok", "flagged", "inconclusive", "unverified")
+    count = {v: len(unique_cells([r for r in rows if r.get("numerics") == v])) for v in verdicts}
+    shown = [f"{count[v]} {v}" for v in verdicts if count[v] or v in ("flagged", "inconclusive")]
+    return "the NPU path against the quantized model: " + ", ".join(shown)
 
 
 def render_index(
