@@ -30,7 +30,11 @@ FAULTS = (
     "interrupt",
     "exit",
     "process exit",
+    "torch allocator",
+    "network",
 )
+# a port nothing listens on: a real connection refused, as a download during an outage meets one
+UNREACHABLE = "http://127.0.0.1:9/weights.pt"
 
 
 def active() -> str | None:
@@ -61,6 +65,12 @@ def inject(fault: str | None = None) -> None:
         sys.exit(3)
     if fault == "process exit":
         os._exit(3)
+    if fault == "torch allocator":
+        torch_allocation_fails()
+    if fault == "network":
+        import urllib.request
+
+        urllib.request.urlopen(UNREACHABLE, timeout=5)  # URLError: [Errno 111] Connection refused
     raise AssertionError(f"no such fault: {fault}")
 
 
@@ -81,3 +91,18 @@ def fill_the_disk() -> None:
             f.write(b"\0" * 65536)  # OSError: [Errno 27] File too large
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, limits)  # the job's own log goes on
+
+
+def torch_allocation_fails() -> None:
+    """torch's own allocator failing, as on a machine with a memory limit or strict overcommit: under an
+    address-space limit 1 GiB above what the process uses, 16 GiB cannot be had, and torch raises
+    RuntimeError "[enforce fail at alloc_cpu.cpp:...] DefaultCPUAllocator: can't allocate memory"."""
+    import torch
+
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    used = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (1 << 30), limits[1]))
+    try:
+        torch.empty(1 << 34, dtype=torch.uint8)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, limits)

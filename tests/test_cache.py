@@ -189,3 +189,88 @@ def test_a_lowering_inside_a_job_is_taken_from_the_store_the_same_bytes(tiny_swe
     whole = lower_quantized(quantized, "u55", [])
     assert len(cache.entries(tmp_path / "store")) == 2
     assert whole.template == (tiny_sweep / "results/lower/mnist/int8/u55/template.pte").read_bytes()
+
+
+def _store_worker(root: str, worker: int, rounds: int, results: str) -> None:
+    """One of several processes sharing a store at its size limit: each round puts an entry, takes a
+    random one back (checking every byte), remembers one, and prunes; any exception is counted."""
+    import random
+    import traceback
+
+    generator, errors, checked = random.Random(worker), [], 0
+    work = Path(results) / f"w{worker}"
+    for round_ in range(rounds):
+        try:
+            key = f"{generator.randrange(24):064x}"  # 24 keys shared by every worker
+            outputs = {"a": str(work / "a.bin"), "b": str(work / "b.bin")}
+            payload = {name: (key + name).encode() * 2048 for name in outputs}  # ~130 KB an entry
+            work.mkdir(parents=True, exist_ok=True)
+            for name, path in outputs.items():
+                Path(path).write_bytes(payload[name])
+            if cache.put(Path(root), key, outputs, {"rule": "stress", "label": key, "log": ""}):
+                cache.prune_quietly(Path(root))
+            taken = {name: str(work / f"taken_{name}") for name in outputs}
+            if cache.restore(Path(root), key, taken) is not None:
+                assert all(Path(taken[n]).read_bytes() == payload[n] for n in outputs), "restored bytes differ"
+                checked += 1
+            memo = cache.remembered("stress memo", {"n": round_ % 5}, lambda: {"x": str(round_ % 5).encode()})
+            assert memo == {"x": str(round_ % 5).encode()}
+            cache.prune(Path(root))
+        except Exception:  # noqa: BLE001 - counted, with its traceback
+            errors.append(traceback.format_exc())
+    (Path(results) / f"w{worker}.json").write_text(json.dumps({"errors": errors, "checked": checked}))
+
+
+def test_several_runs_putting_taking_and_pruning_one_store_at_its_limit_at_once(tmp_path, monkeypatch):
+    """Six processes at once on one store kept at ~4 entries (each round puts, takes, remembers and
+    prunes, so entries vanish under the others constantly): no exception, every byte taken right."""
+    import multiprocessing
+
+    root = tmp_path / "store"
+    monkeypatch.setenv(cache.ENV, str(root))
+    monkeypatch.setenv(cache.LIMIT_ENV, str(4 * 270_000 / 2**30))
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_store_worker, args=(str(root), w, 60, str(tmp_path))) for w in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+        assert worker.exitcode == 0
+    outcomes = [json.loads((tmp_path / f"w{w}.json").read_text()) for w in range(6)]
+    assert [o["errors"] for o in outcomes] == [[]] * 6, outcomes[0]["errors"][:1]
+    assert sum(o["checked"] for o in outcomes) > 50  # the takes that found their entry checked every byte
+    assert sum(size for _, size, _ in cache.entries(root)) <= 5 * 270_000
+
+
+def test_two_sweeps_sharing_one_store_at_its_limit_at_once_end_right(tmp_path):
+    """Two experiments of different configs, started at once on one store kept small enough that they
+    prune each other's entries while they run: both end without an error, each cell's program and
+    verdict what the same sweep computes without the store."""
+    import subprocess
+
+    from conftest import snakemake_command
+
+    configs = {"one": FIRST, "two": {**FIRST, "memory_modes": ["Sram_Only"], "targets": ["ethos-u65-256"]}}
+    store = {"ETHOSWEEP_CACHE": str(tmp_path / "store"), "ETHOSWEEP_CACHE_MAX_GB": "0.004"}
+    started = {}
+    for name, config in configs.items():
+        work = make_workdir(tmp_path / name, config)
+        env = {**__import__("os").environ, **store, "ETHOSWEEP_WORKER": "0"}
+        started[name] = subprocess.Popen(
+            snakemake_command(work, cores=1), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    for name, proc in started.items():
+        out, _ = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, out[-4000:]
+        assert "Traceback" not in out and "FileNotFoundError" not in out, out[-4000:]
+    for name, config in configs.items():
+        alone = snakemake(make_workdir(tmp_path / f"{name}-alone", config))
+        assert alone.returncode == 0
+        assert rows(tmp_path / name) == rows(tmp_path / f"{name}-alone")
+
+
+def rows(work: Path) -> dict:
+    import csv
+
+    with open(work / "results/summary.csv", newline="") as f:
+        return {r["cell"]: (r["status"], r["pte_sha256"], r["numerics"], r["vs_float"]) for r in csv.DictReader(f)}

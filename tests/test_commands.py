@@ -20,13 +20,14 @@ from conftest import DOCS, REPO, job_stats, make_workdir, snakemake, typed
 
 README = (REPO / "README.md").read_text()
 # The README's two commands: set up and sweep, then the tests.
-SWEEP_LINE = "python3 -m pip install uv && python3 -m uv run snakemake --cores 8"
-TEST_LINE = "python3 -m uv run pytest"
+SWEEP_LINE = "python3 -m venv .uv && .uv/bin/pip install -q uv && .uv/bin/uv run snakemake --cores 8"
+TEST_LINE = ".uv/bin/uv run pytest"
+SETUP, SWEEP = SWEEP_LINE.rsplit(" && ", 1)
 
 # Commands of the docs run by a test, and where.
 TESTED = {
-    "python3 -m uv run snakemake --cores 8": "test_commands.py",
-    "python3 -m uv run pytest": ".ci/run (this very suite)",
+    ".uv/bin/uv run snakemake --cores 8": "test_commands.py",
+    ".uv/bin/uv run pytest": ".ci/run (this very suite)",
     "uv run snakemake --report report.zip": "test_report.py::test_snakemakes_own_report_builds",
     "uv run ethosweep compare A/summary.csv B/summary.csv": "test_commands.py",
     "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
@@ -55,15 +56,15 @@ TESTED = {
 # Benchmarks take 5-40 minutes each: they are run by hand and their figures are in docs/performance.md;
 # each one's --smoke mode runs to its verdict in test_benchmarks.py.
 BENCHMARKS = re.compile(r"^uv run python benchmarks/\S+\.py")
-COMMAND = re.compile(r"^(?:python3 -m )?uv run ")
+COMMAND = re.compile(r"^(?:\.uv/bin/)?uv run ")
 
 
 def documented_commands() -> set[str]:
-    """Every `uv run ...` command (and `python3 -m uv run ...`) the README and the docs show, in
+    """Every `uv run ...` command (and `.uv/bin/uv run ...`) the README and the docs show, in
     code blocks or inline code; a line of several commands joined by && counts each."""
     found = set()
     for text in DOCS.values():
-        found |= set(re.findall(r"`((?:python3 -m )?uv run [^`]+)`", text))
+        found |= set(re.findall(r"`((?:\.uv/bin/)?uv run [^`]+)`", text))
         for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
             for line in block.splitlines():
                 found |= {part.strip() for part in line.split("#")[0].split("&&") if COMMAND.match(part.strip())}
@@ -83,34 +84,57 @@ def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     assert ci[-1] == TEST_LINE
 
 
-def test_the_first_command_sets_up_uv_on_a_python_without_it(tmp_path):
-    """The set-up part of the README's first line, pasted into a shell whose python3 has pip and
-    no uv (a new virtual environment, a scratch HOME, no uv on PATH), gives a working uv."""
-    setup = SWEEP_LINE.split(" && ")[0]
-    subprocess.run([sys._base_executable, "-m", "venv", str(tmp_path / "python")], check=True)
-    path = f"{tmp_path / 'python' / 'bin'}:/usr/bin:/bin"
-    env = {"PATH": path, "HOME": str(tmp_path / "home"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+def sets_up_uv(python_bin: Path, folder: Path) -> None:
+    """The set-up part of the README's first line, pasted into a shell in `folder` whose python3 is
+    the one in `python_bin` (a scratch HOME, no uv on PATH): it gives a working uv that runs this
+    project's environment (left as it is: the suite runs in it)."""
+    env = {"PATH": f"{python_bin}:/usr/bin:/bin", "HOME": str(folder / "home"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     missing = subprocess.run(["bash", "-c", "python3 -m uv --version; command -v uv"], env=env, capture_output=True)
     assert missing.returncode != 0 and b"No module named uv" in missing.stderr
-    installed = subprocess.run(["bash", "-c", setup], env=env, capture_output=True, text=True, timeout=600)
+    run = dict(env=env, capture_output=True, text=True, timeout=600, cwd=folder)
+    installed = subprocess.run(["bash", "-c", SETUP], **run)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    version = subprocess.run(["bash", "-c", "python3 -m uv --version"], env=env, capture_output=True, text=True)
+    version = subprocess.run(["bash", "-c", ".uv/bin/uv --version"], **run)
     assert version.returncode == 0 and version.stdout.startswith("uv "), version.stderr
-    # the uv it installed runs this project's environment (left as it is: the suite runs in it)
-    ran = subprocess.run(
-        ["bash", "-c", "python3 -m uv run --no-sync snakemake --version"],
-        env={**env, "UV_PROJECT": str(REPO)},
+    project = {**env, "UV_PROJECT": str(REPO)}
+    ran = subprocess.run(["bash", "-c", ".uv/bin/uv run --no-sync snakemake --version"], **{**run, "env": project})
+    assert ran.returncode == 0 and ran.stdout.startswith("9."), ran.stderr[-2000:]
+
+
+def test_the_first_command_sets_up_uv_on_a_python_without_it(tmp_path):
+    """A python3 with pip and no uv (a new virtual environment)."""
+    subprocess.run([sys._base_executable, "-m", "venv", str(tmp_path / "python")], check=True)
+    sets_up_uv(tmp_path / "python" / "bin", tmp_path)
+
+
+DISTRIBUTION_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.mark.skipif(
+    not DISTRIBUTION_PYTHON.exists() or not list(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED")),
+    reason="no externally managed /usr/bin/python3 here (Debian's, Ubuntu's, Fedora's: PEP 668)",
+)
+def test_the_first_command_works_on_a_distributions_externally_managed_python(tmp_path):
+    """Debian's own /usr/bin/python3 refuses `pip install` into itself (PEP 668: "externally-managed-
+    environment"), as current Ubuntu and Fedora do: the set-up makes a venv of its own instead."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").symlink_to(DISTRIBUTION_PYTHON)
+    refused = subprocess.run(
+        ["bash", "-c", "python3 -m pip install uv"],
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
-        cwd=REPO,
-        timeout=600,
     )
-    assert ran.returncode == 0 and ran.stdout.startswith("9."), ran.stderr[-2000:]
+    assert refused.returncode != 0 and "externally-managed-environment" in refused.stdout + refused.stderr
+    sets_up_uv(tmp_path / "bin", tmp_path)
 
 
 def test_the_sweep_command_as_written(sweep_copy):
     (sweep_copy / "results" / "summary.csv").unlink()  # something to do: the end of the run
-    proc = typed(SWEEP_LINE.split(" && ")[1], sweep_copy)
+    # the set-up's .uv/bin/uv: here the uv of this environment (the set-up itself is tested above)
+    (sweep_copy / ".uv" / "bin").mkdir(parents=True)
+    (sweep_copy / ".uv" / "bin" / "uv").symlink_to(shutil.which("uv"))
+    proc = typed(SWEEP, sweep_copy)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "6 of 6 cells ok" in proc.stderr
 

@@ -9,6 +9,7 @@ import csv
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +132,10 @@ def test_section_sizes_and_memory_fit_of_a_real_runner():
 
 def test_build_and_qemu_commands():
     configure = cf.executorch_configure_command("/src/executorch", "cortex-m55", "/b", "/i", "python3", "/cmsis")
-    assert configure[:6] == ["cmake", "-S", "/src/executorch", "-B", "/b", "-G"]
+    # the CMake and Ninja locked in ethosweep's environment (uv.lock), not whatever the system has
+    environment = str(Path(sys.executable).parent)
+    assert configure[:6] == [f"{environment}/cmake", "-S", "/src/executorch", "-B", "/b", "-G"]
+    assert f"-DCMAKE_MAKE_PROGRAM={environment}/ninja" in configure
     for flag in (
         "--preset",
         "arm-baremetal",
@@ -284,7 +288,7 @@ def test_npu_runner_scope_and_command():
     )
     npu = {"target": "ethos-u55-128", "driver": "/d/core_driver", "cmsis": "/d/cmsis_6"}
     command = cf.runner_configure_command("/src/executorch", "/i", "/w/model.pte", "/rb", "python3", 1024, 2048, npu)
-    assert command[0] == "cmake" and command[-3:] == [
+    assert command[0] == f"{Path(sys.executable).parent}/cmake" and command[-3:] == [
         "-DETHOSWEEP_NPU=ethos-u55-128",
         "-DETHOSWEEP_ETHOSU_DRIVER=/d/core_driver",
         "-DETHOSWEEP_CMSIS=/d/cmsis_6",

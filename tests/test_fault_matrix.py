@@ -54,11 +54,18 @@ CONTRACT = [
     ("export", "interrupt", RETRIED, "INTERRUPT", "interrupted (KeyboardInterrupt)"),
     ("export", "exit", RECORDED, "MODEL", "forward() on ModelInputs called sys.exit(3)"),
     ("export", "process exit", RECORDED, "CRASH", "ended with exit status 3 without a result while running forward()"),
+    # torch's own allocator failing (a memory limit, strict overcommit): a RuntimeError, not a MemoryError
+    ("export", "torch allocator", RETRIED, "MEMORY", "DefaultCPUAllocator: can't allocate memory"),
+    # an unexpected exception in ethosweep's own code (a model spec it cannot read; a builder of its zoo)
+    ("export", "ethosweep bug", RECORDED, "BUG", "this is a bug in ethosweep, not in your model: KeyError: 'dtype'"),
+    ("export", "zoo builder bug", RECORDED, "BUG", "this is a bug in ethosweep, not in your model: KeyError: 'rnn'"),
     # ... and while its file is imported
     ("import", "exit", RECORDED, "MODEL", "(tests/models/faulty.py): running the file called sys.exit(3)"),
     ("import", "process exit", RECORDED, "CRASH", "(tests/models/faulty.py) ended with exit status 3 without a result"),
     ("import", "native crash", RECORDED, "CRASH", "(tests/models/faulty.py) crashed (SIGSEGV) importing its file"),
     ("import", "MemoryError", RETRIED, "MEMORY", "running the file raised MemoryError"),
+    # a model file that downloads its weights during an outage: a real connection refused
+    ("import", "network", RETRIED, "NETWORK", "running the file raised URLError: <urlopen error [Errno 111]"),
     # ... and while it is trained (`train:`)
     ("train", "model error", RECORDED, "MODEL", "(tests/models/faulty.py): training raised ValueError: a model error"),
     ("train", "native crash", RECORDED, "CRASH", "model 'faulty' crashed (SIGSEGV) training on digits"),
@@ -116,6 +123,8 @@ CONTRACT = [
     ),
     ("firmware build", "ENOSPC", RETRIED, "DISK", "No space left on device"),
     ("firmware build", "SIGKILL", RETRIED, "MEMORY", "building the runner failed (-9)"),
+    # the kernel killing a real compiler for memory: GCC's driver says so and exits 1
+    ("firmware build", "compiler killed", RETRIED, "MEMORY", "Killed signal terminated program cc1"),
     ("qemu", "model error", RECORDED, "TOOL", "the runner failed in QEMU: kernel 'aten::exp.out' not found"),
     ("qemu", "time limit", RETRIED, "TIME", "QEMU did not finish within 1 s"),
     ("qemu", "native crash", RECORDED, "CRASH", "the runner failed in QEMU: exit code -11"),
@@ -187,6 +196,14 @@ FAKE = {
     "MemoryError": 'echo "Traceback (most recent call last):"; echo "  File x"; echo "MemoryError"; exit 1',
     "ENOSPC": "echo \"OSError: [Errno 28] No space left on device: 'out.bin'\"; exit 1",
     "model error": "echo \"main.c:3: error: 'x' undeclared\"; exit 2",
+    # a real gcc whose cc1 is killed (SIGKILL, as the kernel's out-of-memory killer does) while it compiles
+    "compiler killed": """
+        python3 -c "print(''.join(f'int f{i}(int x){{return x*{i};}}\\n' for i in range(4000)))" > big.c
+        gcc -O2 -c big.c -o big.o &
+        gcc_pid=$!
+        while ! pkill -KILL -P $gcc_pid cc1 2>/dev/null; do sleep 0.02; done
+        wait $gcc_pid
+    """,
 }
 
 
@@ -232,6 +249,12 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
     environment: see tests/faults.py)."""
     model = {"name": "faulty", "file": "tests/models/faulty.py"}
     minutes = 0.03 if faults.active() == "time limit" else 5.0
+    if fault == "ethosweep bug":  # an input spec without its dtype, which ethosweep always writes
+        model = {"name": "faulty", "import": "torch.nn:Identity", "inputs": [{"shape": [1]}]}
+    if fault == "zoo builder bug":  # a keyword spotter of a kind ethosweep's builder does not know
+        inputs = [{"shape": [1, 1, 49, 10], "dtype": "float32", "range": [-1, 1]}]
+        model = {"name": "faulty", "import": "ethosweep.compile.deployable:recurrent_kws", "kwargs": {"cell": "rnn"}}
+        model["inputs"] = inputs
     if stage in ("export", "import"):
         monkeypatch.setenv("ETHOSWEEP_TEST_FAULT_AT", "import" if stage == "import" else "forward")
         return request(
@@ -324,7 +347,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
                 lower_meta=str(lowered / "faulty_lowered/lower.json"),
                 tosa_sources=str(lowered / "faulty_lowered/tosa_sources.json"),
                 repro=str(folder / "repro"),
-                max_random_samples=8,
+                random_samples=8,
                 **outputs(folder, "report", "bundle_io"),
             ),
             minutes,
@@ -530,6 +553,47 @@ def test_an_end_of_run_job_fails_whatever_stops_it(stage, fault, tmp_path, monke
     with pytest.raises(SystemExit) as failed:
         run_stages(smk, ("faults:inject", {"fault": fault}), aggregate=True)
     assert failed.value.code == 1 and not output.exists() and failure_of(output) is None
+
+
+def test_a_machine_fault_that_recurs_three_runs_in_a_row_is_recorded(tmp_path, monkeypatch):
+    """Memory that never suffices (torch's allocator failing the same way on every run) fails the job
+    twice, to be retried; the third run in a row records it, saying what to change, so the run still
+    ends in its summary and report. A success, or another key, starts the count over."""
+    from ethosweep.runtime.jobs import run_stages
+    from ethosweep.runtime.outcome import failure_of
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ETHOSWEEP_WORKER", "0")
+    output = tmp_path / "results" / "export" / "out.pt2"
+    output.parent.mkdir(parents=True)
+
+    def run(fault: str | None, code: str = "v1"):
+        smk = SimpleNamespace(
+            rule="export_model",
+            wildcards={"model": "m"},
+            log=[str(tmp_path / "logs" / "export" / "m.log")],
+            threads=1,
+            resources={"runtime": 5, "mem_mb": 1000},
+            input=[],
+            output=[str(output)],
+            params={},
+        )
+        job = {"input": {}, "output": {"out": str(output)}, "params": {"code": code}, "wildcards": {"model": "m"}}
+        steps = [("faults:inject", {"fault": fault})] if fault else [("faults:inject", {"fault": "exit"})]
+        return run_stages(smk, *steps, job=job)
+
+    for _ in range(2):
+        with pytest.raises(SystemExit):
+            run("torch allocator")
+    run("torch allocator")  # the third in a row: recorded, the job succeeds
+    record = failure_of(output)
+    assert record is not None and record["reason"].startswith("ran out of memory 3 times in a row (")
+    assert "(--set-resources export_model:mem_mb=<MB>), then retry it with --forcerun" in record["reason"]
+    # another key (the code changed): counted from the start again
+    output.unlink()
+    with pytest.raises(SystemExit):
+        run("torch allocator", code="v2")
+    assert failure_of(output) is None
 
 
 def test_every_end_of_run_rule_says_it_is_one():

@@ -256,3 +256,19 @@ def test_firmware_builds_a_runner_per_configuration(tmp_path):
     assert (runner / "arm_executor_runner").read_bytes()[:4] == b"\x7fELF"
     sizes = json.loads((runner / "sizes.json").read_text())
     assert sizes["text_bytes"] > 0
+
+
+def test_cmake_and_ninja_come_from_the_lock_unless_the_user_points_elsewhere(tmp_path):
+    """uv.lock pins CMake and Ninja (PyPI's wheels): the firmware stages use those of ethosweep's
+    environment, not whatever the system has; a folder in sdk.path comes first."""
+    import sys
+
+    environment = Path(sys.executable).parent
+    status = sdk.probe({}, base=tmp_path)
+    assert status.components["cmake"].path == str(environment / "cmake")
+    assert status.components["ninja"].path == str(environment / "ninja")
+    mine = tmp_path / "tools"
+    mine.mkdir()
+    (mine / "cmake").write_text("#!/bin/sh\n")
+    (mine / "cmake").chmod(0o755)
+    assert sdk.probe({"path": [str(mine)]}, base=tmp_path).components["cmake"].path == str(mine / "cmake")

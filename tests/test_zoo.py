@@ -87,9 +87,40 @@ def test_batchnorm_statistics_of_random_weights_are_calibrated_before_export():
     with torch.no_grad():
         after = float(model(*inputs).abs().max())
     assert before < 1e-6 < 1e-2 < after
-    assert said == "52 BatchNorm layers' statistics re-estimated on 32 inputs in the input range"
+    assert said == "52 BatchNorm layers' statistics re-estimated on 32 inputs in the input range, in one batch"
     assert not model.training and model.features[1].conv[0][1].momentum is None
     again, _ = load_model(spec, seed=0)
     initialise(again, {"batchnorm": "calibrate"}, inputs, seed=0)
     assert torch.equal(again.features[1].conv[0][1].running_var, model.features[1].conv[0][1].running_var)
     assert initialise(again, {}, inputs, seed=0) == ""
+
+
+class _BatchOfOne(torch.nn.Module):
+    """A model written for batch 1 (it reshapes to it), or one whose batch runs out of memory."""
+
+    def __init__(self, fails_with: BaseException | None = None):
+        super().__init__()
+        self.norm, self.fails_with = torch.nn.BatchNorm2d(3), fails_with
+
+    def forward(self, x):
+        if x.shape[0] > 1 and self.fails_with is not None:
+            raise self.fails_with
+        return self.norm(x).reshape(1, -1)
+
+
+def test_a_batchnorm_calibration_that_falls_back_says_so_and_memory_is_never_a_reason_to():
+    """A model that cannot run the 32 inputs as one batch is calibrated one input at a time (other
+    statistics: each input's variance), and its export record says so; running out of memory on the
+    batch (torch's allocator raises a RuntimeError) is the machine's failure, raised, never another export."""
+    from ethosweep.compile.zoo import initialise
+    from ethosweep.runtime.errors import Fault, fault_of
+
+    inputs = (torch.rand(1, 3, 4, 4),)
+    said = initialise(_BatchOfOne(RuntimeError("shape '[1, -1]' is invalid")), {"batchnorm": "calibrate"}, inputs, 0)
+    assert said.startswith("1 BatchNorm layers' statistics re-estimated on 32 inputs in the input range, one at a time")
+    assert "RuntimeError: shape '[1, -1]' is invalid" in said
+    allocator = RuntimeError("[enforce fail at alloc_cpu.cpp:116] DefaultCPUAllocator: not enough memory")
+    for memory in (MemoryError(), allocator):
+        with pytest.raises(type(memory)) as raised:
+            initialise(_BatchOfOne(memory), {"batchnorm": "calibrate"}, inputs, 0)
+        assert fault_of(raised.value) is Fault.MEMORY

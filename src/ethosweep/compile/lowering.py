@@ -299,30 +299,38 @@ def npu_cpu_switches(graph) -> int:
 
 
 def cpu_macs(graph) -> int:
-    """Multiply-accumulates of the compute left on the CPU (convolutions, linear layers, matrix
-    products; an average pool's window sums count as accumulates), from the tensors' shapes: what
-    the NPU does not take off the CPU."""
-    total = 0
-    for node in graph.nodes:
-        if not _is_cpu_compute(node) or not hasattr(node.meta.get("val"), "numel"):
-            continue
-        name, out = str(node.target), node.meta["val"]
-        if "avg_pool" in name and len(node.args) > 1:  # kernel_size: a sum over each window
-            total += out.numel() * math.prod(node.args[1])
-            continue
-        position = 2 if "addmm" in name else 1  # addmm(bias, a, b): the reduced dimension is b's first
-        weight = (
-            node.args[position].meta.get("val")
-            if len(node.args) > position and hasattr(node.args[position], "meta")
-            else None
-        )
-        if weight is None or not hasattr(weight, "shape"):
-            continue
-        if "convolution" in name and weight.dim() >= 3:
-            total += out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
-        elif "linear" in name or re.search(r"\b(bmm|mm|addmm|matmul)\.default", name):
-            total += out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
-    return int(total)
+    """Multiply-accumulates of the compute left on the CPU (convolutions, transposed ones too, linear
+    layers, matrix products; a pool's or a mean's sums count as accumulates), from the tensors'
+    shapes: what the NPU does not take off the CPU."""
+    return int(sum(_node_macs(node) for node in graph.nodes if _is_cpu_compute(node)))
+
+
+def _node_macs(node) -> int:
+    name, out = str(node.target), node.meta.get("val")
+    if not hasattr(out, "numel"):
+        return 0
+    source = _value(node.args[0]) if node.args else None
+    if re.search(r"adaptive_avg_pool|\bmean\.dim|\bsum\.dim", name) and source is not None:
+        return source.numel()  # every input value summed once, whatever the output's size
+    if "avg_pool" in name and len(node.args) > 1:  # kernel_size: a sum over each window
+        return out.numel() * math.prod(node.args[1])
+    position = 2 if "addmm" in name else 1  # addmm(bias, a, b): the reduced dimension is b's first
+    weight = _value(node.args[position]) if len(node.args) > position else None
+    if weight is None or not hasattr(weight, "shape"):
+        return 0
+    if re.search(r"convolution|conv[123]d|conv_transpose", name) and weight.dim() >= 3:
+        # the edge dialect's convolution(..., transposed, ...), or the aten graph's conv_transpose2d
+        transposed = "conv_transpose" in name or (len(node.args) > 6 and node.args[6] is True)
+        if transposed and source is not None:  # weight [C_in, C_out / groups, k...]: each input to every tap
+            return source.numel() * weight.shape[1] * math.prod(weight.shape[2:])
+        return out.numel() * weight.shape[1] * math.prod(weight.shape[2:])
+    if "linear" in name or re.search(r"\b(bmm|mm|addmm|matmul)\.default", name):
+        return out.numel() * (weight.shape[-1] if "linear" in name else weight.shape[-2])
+    return 0
+
+
+def _value(argument):
+    return argument.meta.get("val") if hasattr(argument, "meta") else None
 
 
 def cpu_tensor_bytes(graph) -> int:
@@ -384,7 +392,7 @@ def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) 
     from ethosweep.compile.artifacts import load_quantized
     from ethosweep.runtime import cache
     from ethosweep.runtime.codeversion import code_version
-    from ethosweep.runtime.provenance import tool_versions
+    from ethosweep.runtime.packages import stage_versions
 
     def lowered_now() -> dict[str, bytes]:
         lowered = lower_program(load_quantized(quantized), profile, keep_on_cpu)
@@ -396,7 +404,8 @@ def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) 
         "profile": profile,
         "keep_on_cpu": list(keep_on_cpu),
         "code": code_version("ethosweep.compile.lowering"),
-        "tools": tool_versions(),
+        # every package the lowering runs, as the lowering rule's key has them
+        "tools": stage_versions("ethosweep.compile.lower"),
     }
     blobs = cache.remembered("lowering", parts, lowered_now)
     record = json.loads(blobs["record"])

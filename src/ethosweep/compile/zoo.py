@@ -22,7 +22,7 @@ import torch
 from ethosweep.compile.inputs import random_inputs_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
 from ethosweep.runtime.activity import running
-from ethosweep.runtime.errors import Fault, StageError
+from ethosweep.runtime.errors import Fault, StageError, of_the_machine
 
 _DTYPES = {
     "float32": torch.float32,
@@ -225,14 +225,22 @@ def _calibrate_batchnorm(module: torch.nn.Module, example_inputs: tuple, seed: i
         norm.reset_running_stats()
         norm.momentum = None
         norm.train()
+    how = f"on {BATCHNORM_SAMPLES} inputs in the input range, in one batch"
     try:
         with torch.no_grad():
             # one batch of them: a BatchNorm after the last pooling sees one value per channel per
             # sample, which training mode cannot normalise on its own
             module(*(torch.cat(parts) for parts in zip(*samples)))
-    except Exception:  # noqa: BLE001 - a model written for batch 1: one sample at a time
+    except Exception as error:  # noqa: BLE001 - a model written for batch 1: one sample at a time
+        if of_the_machine(error):  # out of memory on the batch: not another export, a failure to retry
+            raise
         for norm in norms:
             norm.reset_running_stats()
+        # other statistics than the batch's (each input's variance, not the batch's): said in the record
+        how = (
+            f"on {BATCHNORM_SAMPLES} inputs in the input range, one at a time (the model does not run on a "
+            f"batch: {type(error).__name__}: {' '.join(str(error).split())[:120]})"
+        )
         try:
             with torch.no_grad():
                 for sample in samples:
@@ -243,4 +251,4 @@ def _calibrate_batchnorm(module: torch.nn.Module, example_inputs: tuple, seed: i
                 f"{error}); leave `init` out for this model"
             ) from error
     module.eval()
-    return f"{len(norms)} BatchNorm layers' statistics re-estimated on {BATCHNORM_SAMPLES} inputs in the input range"
+    return f"{len(norms)} BatchNorm layers' statistics re-estimated {how}"

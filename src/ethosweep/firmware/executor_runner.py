@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.matrix.targets import CPU_BY_FAMILY, FVP_BY_FAMILY, family
-from ethosweep.runtime.errors import Fault, StageError, fault_of_process
+from ethosweep.runtime.errors import Fault, StageError, fault_of_process, machine_line
 from ethosweep.runtime.io import atomic_write_text, read_json, write_json
 from ethosweep.runtime.outcome import failure_of
 
@@ -297,9 +297,10 @@ def build_executor_runner(plan: str, elf: str, sizes: str) -> dict:
     output = Path(next(a for a in command if a.startswith("--output=")).split("=", 1)[1])
     built = next(output.rglob("arm_executor_runner"), None)
     if proc.returncode != 0 or built is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        said = proc.stdout + proc.stderr
+        tail = [machine_line(said)] if machine_line(said) else (proc.stderr or proc.stdout).strip().splitlines()[-1:]
         raise StageError(
-            f"building the runner failed ({proc.returncode}): {tail[0]}",
+            f"building the runner failed ({proc.returncode}): {(tail or ['no output'])[0]}",
             fault_of_process(proc.returncode, proc.stdout + proc.stderr),
         )
     shutil.copyfile(built, elf)

@@ -11,7 +11,9 @@ here is a functional check of the firmware (it loads, runs, gives the right numb
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +29,12 @@ DDR_BYTES = 256 * 1024 * 1024
 POOL_HEADROOM = 64 * 1024  # runtime state (method, values, kernels' argument lists) beyond the planned buffers
 
 
+def build_tool(program: str) -> str:
+    """The CMake or Ninja locked in ethosweep's environment (uv.lock; firmware/sdk.py finds it the same
+    way), else the one on PATH (an environment made otherwise, e.g. with conda)."""
+    return shutil.which(program, path=str(Path(sys.executable).parent)) or program
+
+
 def toolchain_file(executorch_src: str | Path) -> Path:
     return Path(executorch_src) / "examples/arm/ethos-u-setup/arm-none-eabi-gcc.cmake"
 
@@ -37,13 +45,14 @@ def executorch_configure_command(
     """Configure ExecuTorch's bare-metal libraries for one CPU: its arm-baremetal preset without the
     Ethos-U delegate (which needs core_driver), with the Cortex-M (CMSIS-NN) and quantized kernels."""
     command = [
-        "cmake",
+        build_tool("cmake"),
         "-S",
         str(executorch_src),
         "-B",
         str(build_dir),
         "-G",
         "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={build_tool('ninja')}",
         "--preset",
         "arm-baremetal",
         "-DCMAKE_BUILD_TYPE=Release",
@@ -75,13 +84,14 @@ def runner_configure_command(
         else []
     )
     return [
-        "cmake",
+        build_tool("cmake"),
         "-S",
         str(RUNNER_SOURCE),
         "-B",
         str(build_dir),
         "-G",
         "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={build_tool('ninja')}",
         f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file(executorch_src)}",
         "-DSEMIHOSTING=ON",
         "-DCMAKE_BUILD_TYPE=Release",
@@ -143,7 +153,9 @@ def build_executorch(
             ),
             log_file,
         )
-        run_logged(["cmake", "--build", str(build_dir), "--parallel", str(jobs), "--target", "install"], log_file)
+        run_logged(
+            [build_tool("cmake"), "--build", str(build_dir), "--parallel", str(jobs), "--target", "install"], log_file
+        )
     libraries = sorted(p.name for p in (Path(install_dir) / "lib").glob("*.a"))
     record = {
         "cpu": cpu,
@@ -230,7 +242,7 @@ def build_runner(
         executorch_src, install_dir, Path(pte).resolve(), build_dir, python, method_pool, temp_pool, npu
     )
     run_logged(command, log)
-    run_logged(["cmake", "--build", str(build_dir)], log)
+    run_logged([build_tool("cmake"), "--build", str(build_dir)], log)
     built = Path(build_dir) / "ethosweep_runner.elf"
     atomic_write_bytes(elf_out, built.read_bytes())
     sizes = elf_sizes(elf_out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -160,8 +161,11 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
         search_path,
         "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib",
     )
-    status.components["cmake"] = _program("CMake", "cmake", search_path, "apt-get install cmake ninja-build")
-    status.components["ninja"] = _program("Ninja", "ninja", search_path, "apt-get install ninja-build")
+    # CMake and Ninja: the locked ones in ethosweep's environment (uv.lock), or the user's from sdk.path
+    user_path = os.pathsep.join(str(_resolve(p, base)) for p in sdk.get("path", []))
+    for program, name in (("cmake", "CMake"), ("ninja", "Ninja")):
+        where = os.pathsep.join(filter(None, [user_path, str(ENVIRONMENT_BIN)]))
+        status.components[program] = _program(name, program, where, "uv sync (uv.lock pins it)")
     qemu = sdk.get("qemu", "qemu-system-arm")
     status.components["qemu"] = _program(
         f"QEMU ({qemu}, for CPU-only cells)", qemu, search_path, "apt-get install qemu-system-arm"
@@ -218,6 +222,10 @@ def _ethos_u_sdk(root: Path | None, get_it: str) -> Component:
     if absent:
         return Component(name, None, f"missing {', '.join(absent)}", get_it)
     return Component(name, str(root))
+
+
+# the environment ethosweep runs in: its locked build tools (cmake, ninja) are here
+ENVIRONMENT_BIN = Path(sys.executable).parent
 
 
 def _program(name: str, program: str, search_path: str, get_it: str) -> Component:

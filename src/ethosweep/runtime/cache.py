@@ -131,9 +131,15 @@ def restore(root: Path, key: str, outputs: dict[str, str]) -> dict | None:
     if sorted(manifest.get("outputs", {})) != sorted(outputs) or not _intact(entry, manifest):
         remove(entry.folder)
         return None
-    for name, path in outputs.items():
-        _copy_in(entry.folder / name, Path(path))
-    os.utime(entry.folder)  # recently used: pruned last
+    try:
+        for name, path in outputs.items():
+            _copy_in(entry.folder / name, Path(path))
+    except FileNotFoundError:  # another run pruned the entry while it was copied: a miss, the job computes it
+        return None
+    try:
+        os.utime(entry.folder)  # recently used: pruned last
+    except FileNotFoundError:  # another run pruned it after the copy: what was copied was checked
+        pass
     return manifest
 
 
@@ -151,12 +157,16 @@ def _copy_in(source: Path, target: Path) -> None:
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
     # fresh modification times (shutil.copy, not copy2): Snakemake takes an output older than
     # its inputs for stale
-    if source.is_dir():
-        shutil.copytree(source, partial, copy_function=shutil.copy)
-        if target.exists():
-            shutil.rmtree(target)
-    else:
-        shutil.copy(source, partial)
+    try:
+        if source.is_dir():
+            shutil.copytree(source, partial, copy_function=shutil.copy)
+            if target.exists():
+                shutil.rmtree(target)
+        else:
+            shutil.copy(source, partial)
+    except OSError:  # nothing half-copied is left behind
+        shutil.rmtree(partial, ignore_errors=True) if partial.is_dir() else partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, target)
 
 
@@ -218,8 +228,17 @@ def remembered(kind: str, parts: dict, compute: Callable[[], dict[str, bytes]]) 
         for name, data in results.items():
             Path(paths[name]).write_bytes(data)
         if put(root, key, paths, {"rule": kind, "label": kind, "log": ""}):
-            prune(root)
+            prune_quietly(root)
         return results
+
+
+def prune_quietly(root: Path) -> None:
+    """prune, after a job stored its result: the store is a help, never the job's failure (the disk's
+    faults aside, another run's changes are skipped by prune itself; any other error is said)."""
+    try:
+        prune(root)
+    except OSError as error:
+        print(f"ethosweep: the store was not pruned ({error}); the next entry stored prunes it", flush=True)
 
 
 def remove(folder: Path) -> None:
@@ -233,22 +252,37 @@ def remove(folder: Path) -> None:
 
 
 def entries(root: Path) -> list[tuple[Path, int, float]]:
-    """Every whole entry: (folder, bytes, last used)."""
+    """Every whole entry: (folder, bytes, last used). Another run may remove an entry while this
+    one looks (its own prune): an entry gone meanwhile is not counted."""
     found = []
     for manifest in root.glob(f"??/*/{MANIFEST}"):
         folder = manifest.parent
-        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-        found.append((folder, size, folder.stat().st_mtime))
+        try:
+            size = sum(_size(p) for p in folder.rglob("*"))
+            found.append((folder, size, folder.stat().st_mtime))
+        except FileNotFoundError:
+            continue
     return found
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except FileNotFoundError:
+        return 0
 
 
 def prune(root: Path, limit: int | None = None) -> list[Path]:
     """Remove the least recently used entries until the store is within `limit` bytes, and what
-    crashed runs left in tmp/ more than a day ago; the entries removed."""
+    crashed runs left in tmp/ more than a day ago; the entries removed. Safe beside other runs
+    putting, taking and pruning: what another run removed first is skipped."""
     limit = limit_bytes() if limit is None else limit
     for leftover in (root / "tmp").glob("*") if (root / "tmp").is_dir() else []:
-        if time.time() - leftover.stat().st_mtime > 86400:
-            shutil.rmtree(leftover, ignore_errors=True)
+        try:
+            if time.time() - leftover.stat().st_mtime > 86400:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except FileNotFoundError:
+            continue
     held = sorted(entries(root), key=lambda e: e[2])
     total, removed = sum(size for _, size, _ in held), []
     for folder, size, _ in held:

@@ -27,7 +27,7 @@ import traceback
 from typing import Any, Callable
 
 from ethosweep.runtime import activity
-from ethosweep.runtime.errors import Fault, StageError, fault_of, reproduced
+from ethosweep.runtime.errors import Fault, StageError, fault_of, innermost, reproduced, where_raised
 
 
 class ToolCrashed(StageError):
@@ -112,7 +112,11 @@ def _fork_and_call(function: Callable[..., Any], args: tuple) -> tuple[str, Any]
         except BaseException as error:  # noqa: BLE001 - everything goes back to the parent
             traceback.print_exc()
             message = " ".join(str(error).split()) or type(error).__name__
-            outcome = ("error", (message, fault_of(error).name, reproduced(error)))
+            fault = fault_of(error)
+            if fault is Fault.BUG:  # where in ethosweep: the parent sees only this message
+                root = innermost(error)
+                message = f"{type(root).__name__}: {' '.join(str(root).split())} (at {where_raised(root)})"
+            outcome = ("error", (message, fault.name, reproduced(error)))
             status = 1
         try:
             with os.fdopen(write_end, "wb") as pipe:

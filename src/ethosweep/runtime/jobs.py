@@ -22,6 +22,7 @@ a line that says what happened.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -114,10 +115,13 @@ def run_stages(
         return
     outcome = dispatch(request)
     if outcome["ok"]:
+        _forget_faults(request["log"])
         if stored is not None:
             _store(smk, *stored, job, label)
         return
     print(f"ethosweep: FAILED {label}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
+    if not aggregate and not outcome.get("recorded"):
+        outcome = _recurring(smk, outcome, request, job)
     if aggregate or not outcome.get("recorded"):
         # may not recur, or the end of the run itself could not be written: Snakemake deletes
         # the outputs, and the next run retries the job
@@ -132,6 +136,58 @@ def run_stages(
         details=outcome.get("details"),
     )
     write_failure(record, _files(smk, directories), directories)
+
+
+# A machine fault that happens the same way this many runs in a row is recorded, like the cell's own
+# failures, so that the run still ends in its summary and report: memory that never suffices, a tool
+# that always hangs. Counted per job and per job key (its inputs, code and settings): any change starts over.
+RECURRENCES = 3
+RECURRING = {"MEMORY": "ran out of memory", "TIME": "reached its time limit"}
+
+
+def _recurring(smk: Any, outcome: dict, request: dict, job: dict[str, Any] | None) -> dict:
+    """The outcome with `recorded` set once its machine fault (memory, time) has happened
+    RECURRENCES runs in a row for this job and key, said with what to change; else as it was."""
+    fault = outcome.get("fault")
+    if fault not in RECURRING:
+        _forget_faults(request["log"])
+        return outcome
+    tally = _fault_tally(request["log"])
+    key = cache.key(smk.rule, [step["ref"] for step in request["steps"]], job or {})
+    earlier = tally.get("faults", []) if tally.get("key") == key else []
+    faults = [*earlier, fault][-RECURRENCES:]
+    tally_path = _fault_tally_path(request["log"])
+    tally_path.write_text(json.dumps({"key": key, "faults": faults}))
+    if len(faults) < RECURRENCES or set(faults) != {fault}:
+        return outcome
+    resource = "mem_mb=<MB>" if fault == "MEMORY" else "runtime=<minutes>"
+    what = "give the job more memory, or run fewer jobs at once" if fault == "MEMORY" else "raise its time limit"
+    reason = (
+        f"{RECURRING[fault]} {RECURRENCES} times in a row ({outcome['reason']}): {what} "
+        f"(--set-resources {smk.rule}:{resource}), then retry it with --forcerun $(uv run ethosweep failed)"
+    )
+    print(f"ethosweep: recorded: {reason}", file=sys.stderr)
+    return {**outcome, "recorded": True, "reason": reason}
+
+
+def _fault_tally_path(log: str) -> Path:
+    """Where a job's recent machine faults are counted: beside Snakemake's own bookkeeping, by the
+    job's log path (not an output: nothing downstream reads it)."""
+    path = Path(".snakemake", "ethosweep", "faults", f"{Path(log).as_posix().lstrip('/')}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _fault_tally(log: str) -> dict:
+    try:
+        return json.loads(_fault_tally_path(log).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _forget_faults(log: str) -> None:
+    path = Path(".snakemake", "ethosweep", "faults", f"{Path(log).as_posix().lstrip('/')}.json")
+    path.unlink(missing_ok=True)
 
 
 def _in_store(smk: Any, stages: list[str], job: dict[str, Any] | None) -> tuple[Path, str] | None:
@@ -170,7 +226,7 @@ def _store(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -> N
     log = Path(str(smk.log[0]))
     text = log.read_text(errors="replace")[-200_000:] if log.exists() else ""
     if cache.put(root, key, cache.outputs_of(job), {"rule": smk.rule, "label": label, "log": text}):
-        cache.prune(root)
+        cache.prune_quietly(root)
 
 
 def _job_inputs(smk: Any, leaving_out: Sequence[str] = ()) -> list[str]:

@@ -269,6 +269,7 @@ class VelaRun:
         partition with the flags that decide what it refuses (search_flags), by the same search."""
         from ethosweep.runtime import cache
         from ethosweep.runtime.codeversion import code_version
+        from ethosweep.runtime.packages import stage_versions
         from ethosweep.vela import refusals
 
         def searched() -> dict[str, bytes]:
@@ -290,7 +291,8 @@ class VelaRun:
             "flags": search_flags(self.flags, self.vela, crashed),
             "failure": re.sub(r"partition \d+", "partition", failure),
             "code": code_version("ethosweep.vela.partitions", "ethosweep.vela.refusals"),
-            "tools": tool_versions(),
+            # every package Vela's run depends on (numpy, flatbuffers, ...), as a rule's key has them
+            "tools": stage_versions("ethosweep.vela.compile"),
         }
         return refusals.Location.of_stored(cache.remembered("refusal search", parts, searched))
 
