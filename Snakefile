@@ -41,6 +41,7 @@ rule all:
 
 
 onstart:
+    say_what_the_run_will_do()
     forget_end_of_run()
 
 

@@ -13,6 +13,7 @@ from snakemake.utils import validate
 from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
+from ethosweep.runtime import estimate as ethosweep_estimate
 from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
@@ -58,7 +59,10 @@ try:
     SWEEP = build_sweep(config, workflow_dir=ETHOSWEEP_DIR)
 except ConfigError as error:
     raise WorkflowError(f"Invalid config: {error}")
-print(SWEEP.describe(), file=sys.stderr)
+# What is about to be swept: here for a dry run; a run says it when it starts, with its time
+# (say_what_the_run_will_do, from the Snakefile's onstart).
+if workflow.dryrun:
+    print(SWEEP.describe(), file=sys.stderr)
 # What the firmware and run stages can use on this machine (filesystem and PATH only).
 SDK = probe_sdk(config.get("sdk"))
 if not SDK.firmware_ready():
@@ -518,6 +522,30 @@ PRIORITY = {"export": 50, "quantize": 40, "lower": 30, "verify": 20}
 # The rules that describe the whole run: only they write the summary, the operator map and the
 # report, from every cell's recorded outcome (ethosweep.runtime.outcome).
 END_OF_RUN = ("summarize_sweep", "summarize_cpu", "map_operators", "report_cells", "report_plots", "report_index")
+
+
+def say_what_the_run_will_do():
+    """The run's first line: the matrix, the jobs to run and about how long they take on this machine
+    (ethosweep.runtime.estimate), from the DAG Snakemake built."""
+    dag = workflow.dag
+    jobs = list(dag.needrun_jobs())
+    index = {job: i for i, job in enumerate(jobs)}
+    planned = [
+        ethosweep_estimate.Job(
+            stage=job.rule.name,
+            log=str(job.log[0]) if job.log else None,
+            priority=job.priority,
+            threads=job.threads,
+            needs=[index[d] for d in dag.dependencies[job] if d in index],
+        )
+        for job in jobs
+    ]
+    measured = ethosweep_estimate.measured_by_rule(
+        [(job.rule.name, str(job.log[0]) if job.log else None) for job in dag.jobs]
+    )
+    cores = min(workflow.cores or 1, os.cpu_count() or 1)
+    about = ethosweep_estimate.estimate(planned, cores, measured)
+    print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
 
 
 def forget_end_of_run():

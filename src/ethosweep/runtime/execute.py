@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ethosweep.runtime.binding import bind
-from ethosweep.runtime.errors import FAILURE_PREFIX, Fault, StageError, Stopped, fault_of, kept, reproduced
+from ethosweep.runtime.errors import (
+    FAILURE_PREFIX,
+    Fault,
+    StageError,
+    Stopped,
+    fault_of,
+    innermost,
+    kept,
+    raised_in_ethosweep,
+    reproduced,
+    where_raised,
+)
 from ethosweep.runtime.provenance import tool_versions
 from ethosweep.runtime.supervise import Limits, run_supervised
 
@@ -54,7 +65,7 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
         if outcome["ok"]:
             print(
                 f"ethosweep: done in {time.perf_counter() - started:.1f} s "
-                f"(process peak RSS {outcome['peak_rss_mib']:.0f} MiB)",
+                f"(CPU {outcome.get('cpu_seconds', 0):.1f} s, process peak RSS {outcome['peak_rss_mib']:.0f} MiB)",
                 flush=True,
             )
         else:
@@ -89,14 +100,24 @@ def run_here(request: dict[str, Any]) -> dict[str, Any]:
         except (Exception, SystemExit, KeyboardInterrupt, Stopped) as error:  # noqa: BLE001 - reported alike
             if not isinstance(error, StageError):
                 traceback.print_exc()
+            fault = fault_of(error)
+            details = dict(getattr(error, "details", None) or {})
+            reason = one_line(error)
+            if fault is Fault.BUG:
+                root = innermost(error)
+                where = f" (at {where_raised(root)})" if raised_in_ethosweep(root) else ""
+                reason = (
+                    f"this is a bug in ethosweep, not in your model: {one_line(root)}{where}; the log has its traceback"
+                )
+                details["traceback"] = "".join(traceback.format_exception(error))
             return {
                 "ok": False,
-                "reason": one_line(error),
-                "fault": fault_of(error).name,
+                "reason": reason,
+                "fault": fault.name,
                 "reproduced": reproduced(error),
                 "reproducer": getattr(error, "reproducer", None),
                 # what else the stage found out about it (a Vela refusal: the operators refused)
-                "details": getattr(error, "details", None) or {},
+                "details": details,
             }
     return {"ok": True, "reason": ""}
 

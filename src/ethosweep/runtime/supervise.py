@@ -69,6 +69,7 @@ class Ending:
     exit_code: int | None
     timed_out: bool
     peak_rss_mib: float
+    cpu_seconds: float  # the child's and its tools' CPU time: what the job costs, whatever else runs
     oom_killed: bool
     activity: tuple[str, str] | None  # the tool running when it ended, and what it did
 
@@ -82,6 +83,7 @@ def run_supervised(run: Callable[[], dict], limits: Limits) -> dict:
     if outcome is None or ending.signal_name or ending.timed_out:  # it reported, then was stopped
         outcome = {"ok": False, "reason": describe(ending, limits), "fault": fault_of_ending(ending).name}
     outcome["peak_rss_mib"] = round(ending.peak_rss_mib, 1)
+    outcome["cpu_seconds"] = round(ending.cpu_seconds, 2)
     return outcome
 
 
@@ -220,6 +222,7 @@ def _watch(pid: int, channel: int, limits: Limits, oom_before: int | None) -> En
         exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         timed_out=timed_out,
         peak_rss_mib=usage.ru_maxrss / 1024,
+        cpu_seconds=usage.ru_utime + usage.ru_stime,
         oom_killed=died_of == "SIGKILL" and oom_before is not None and (oom_kills() or 0) > oom_before,
         activity=current,
     )

@@ -1,0 +1,155 @@
+"""About how long a run will take on this machine, from what its jobs cost when they last ran.
+
+Each job to run costs the CPU seconds its own log recorded last time (a job that ran before: after
+an edit, a tool upgrade), plus Snakemake's own time per job; else the median of its rule's jobs
+measured in this folder; else the stage's median measured on this project's machine (STAGE_SECONDS;
+docs/performance.md). CPU seconds, not wall: a job's wall time grows with what else ran beside it
+(8 jobs on 2 cores take 4 times as long each), its CPU time does not.
+The jobs are then scheduled as Snakemake does (ready jobs by priority onto the cores, each after the
+jobs it needs), which bounds the run by its longest chain as well as by its total. Torch-free: the
+workflow calls it while it starts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Median wall seconds of a job of each rule, measured on this project's machine (2 cores, 24 GiB),
+# the deployed zoo's models at --cores 2 (docs/performance.md, "The deployed zoo"). A rule missing
+# here costs DEFAULT_SECONDS.
+STAGE_SECONDS = {
+    "export_model": 12.0,
+    "train_model": 10.0,
+    "quantize_model": 60.0,
+    "lower_to_tosa": 90.0,
+    "verify_numerics": 60.0,
+    "verify_fallbacks": 1.0,
+    "compile_with_vela": 2.0,
+    "plan_firmware": 1.0,
+    "bundle_deployment": 1.0,
+    "lower_cpu": 20.0,
+    "summarize_sweep": 10.0,
+    "map_operators": 10.0,
+    "report_cells": 20.0,
+    "report_plots": 20.0,
+    "report_index": 10.0,
+}
+DEFAULT_SECONDS = 1.0
+# What a job costs beyond its stage's CPU: Snakemake starting its script, the script's imports, the
+# outputs' bookkeeping (a Vela job: ~0.3 s of CPU in its stage, ~0.8 s of wall on an idle core)
+JOB_OVERHEAD_SECONDS = 0.5
+# the job runner's last line for a job that completed (ethosweep.runtime.execute)
+DONE = re.compile(r"^ethosweep: done in [\d.]+ s \(CPU ([\d.]+) s", re.M)
+
+
+@dataclass
+class Job:
+    """What the estimate needs of a job: its rule (`stage`), its log, its priority, its threads, and
+    the jobs of the run it waits for (their indices)."""
+
+    stage: str  # the rule's name
+    log: str | None
+    priority: int = 0
+    threads: int = 1
+    needs: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float  # wall seconds on `cores`
+    job_seconds: float  # the jobs' own seconds, summed
+    jobs: int
+    measured: int  # jobs whose own or rule's time was measured in this folder
+    cores: int
+
+    def said(self) -> str:
+        """'about 5 h 40 min on 2 cores (1,203 of 7,046 jobs' times measured here, the rest from the
+        stages' medians on this project's machine)'"""
+        source = (
+            "every job's time measured here"
+            if self.measured == self.jobs
+            else f"{self.measured:,} of {self.jobs:,} jobs' times measured here, the rest from the stages' medians"
+            if self.measured
+            else "the stages' medians on this project's machine (2 cores, docs/performance.md)"
+        )
+        return f"about {duration(self.seconds)} on {self.cores} core{'s' if self.cores != 1 else ''} ({source})"
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '12 min', '5 h 40 min'."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def recorded_seconds(log: str | None) -> float | None:
+    """A job's cost when it last completed: its stage's CPU seconds (its log's last line) plus
+    JOB_OVERHEAD_SECONDS; None for a job without such a log (never run, or failed)."""
+    if not log:
+        return None
+    try:
+        with open(log, errors="replace") as f:
+            found = DONE.findall(f.read()[-4000:])
+    except OSError:
+        return None
+    return float(found[-1]) + JOB_OVERHEAD_SECONDS if found else None
+
+
+def job_costs(jobs: list[Job], measured_rules: dict[str, list[float]]) -> tuple[list[float], int]:
+    """Each job's seconds (its own record, its rule's median here, or the stage's), and how many
+    came from this folder."""
+    medians = {rule: statistics.median(times) for rule, times in measured_rules.items() if times}
+    costs, measured = [], 0
+    for job in jobs:
+        own = recorded_seconds(job.log)
+        if own is not None or job.stage in medians:
+            measured += 1
+        costs.append(own if own is not None else medians.get(job.stage, STAGE_SECONDS.get(job.stage, DEFAULT_SECONDS)))
+    return costs, measured
+
+
+def schedule(jobs: list[Job], costs: list[float], cores: int) -> float:
+    """The run's wall seconds when ready jobs start by priority (then the longest first) as cores
+    free up: list scheduling, as Snakemake's greedy scheduler does."""
+    waiting = [len(job.needs) for job in jobs]
+    followers: list[list[int]] = [[] for _ in jobs]
+    for index, job in enumerate(jobs):
+        for need in job.needs:
+            followers[need].append(index)
+    ready = [(-job.priority, -costs[i], i) for i, job in enumerate(jobs) if not job.needs]
+    heapq.heapify(ready)
+    running: list[tuple[float, int]] = []  # (ends at, job)
+    now, free = 0.0, cores
+    while ready or running:
+        while ready and free >= min(jobs[ready[0][2]].threads, cores):
+            _, _, index = heapq.heappop(ready)
+            free -= min(jobs[index].threads, cores)
+            heapq.heappush(running, (now + costs[index], index))
+        now, index = heapq.heappop(running)
+        free += min(jobs[index].threads, cores)
+        for follower in followers[index]:
+            waiting[follower] -= 1
+            if waiting[follower] == 0:
+                heapq.heappush(ready, (-jobs[follower].priority, -costs[follower], follower))
+    return now
+
+
+def estimate(jobs: list[Job], cores: int, measured_rules: dict[str, list[float]]) -> Estimate:
+    costs, measured = job_costs(jobs, measured_rules)
+    wall = schedule(jobs, costs, max(1, cores)) if jobs else 0.0
+    return Estimate(wall, sum(costs), len(jobs), measured, max(1, cores))
+
+
+def measured_by_rule(logs: list[tuple[str, str | None]]) -> dict[str, list[float]]:
+    """rule -> the costs recorded by the logs that have one, of (rule, log) pairs."""
+    found: dict[str, list[float]] = {}
+    for rule, log in logs:
+        seconds = recorded_seconds(log) if log and Path(log).exists() else None
+        if seconds is not None:
+            found.setdefault(rule, []).append(seconds)
+    return found
