@@ -31,13 +31,13 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_outputs(),
+    localrule: True
     # Without a message Snakemake lists every output of the matrix here.
     message:
         "All cells compiled: see results/summary.csv and results/report/index.html"
-    localrule: True
-    default_target: True
 
 
 onstart:

@@ -63,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         f"top-1 float {m['top1_float']:.3f}, quantized {m['top1_quantized']:.3f}, NPU (TOSA) {m['top1_npu']:.3f}; "
         f"max error {m['max_error_steps']:g} steps"
     )
-    print(f"verdict: {record['verdict']}" + (f" ({record['reason']})" if record["reason"] else ""))
-    # the trained digits model is the sweep's reference for an ok verdict (docs/numerics.md)
-    return 0 if record["verdict"] == "ok" else 1
+    from ethosweep.verify.verdicts import PASSED
+
+    quantization = record["quantization"]
+    print(f"NPU vs quantized: {record['verdict']}" + (f" ({record['reason']})" if record["reason"] else ""))
+    print(
+        f"quantized vs float: {quantization['verdict']}"
+        + (f" ({quantization['reason']})" if quantization["reason"] else "")
+    )
+    # the trained digits model is the sweep's reference for a passed verdict on both questions (docs/numerics.md)
+    return 0 if record["verdict"] in PASSED and quantization["verdict"] in PASSED else 1
 
 
 if __name__ == "__main__":

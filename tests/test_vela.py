@@ -6,6 +6,7 @@ import pytest
 
 from ethosweep.vela.compile import aggregate, mac_utilisation
 from ethosweep.vela.partitions import read_per_layer, read_summary
+from ethosweep.verify.verdicts import PASSED
 
 DATA = Path(__file__).parent / "data" / "vela"
 
@@ -103,8 +104,9 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     assert record["delegated"] == "partial" and compiled["pte_bytes"] > 0
     # and it computes what the quantized model computes: the NPU partitions on the TOSA reference model
     verified = verify(tmp_path, "residual", kept)
-    lowering = next(c for c in verified["checks"] if c["name"] == "lowering")
-    assert lowering["verdict"] == "ok" and verified["metrics"]["max_error_steps"] <= 1, lowering
+    npu = next(c for c in verified["checks"] if c["name"] == "npu")
+    # rounding apart at most (2 int16 steps over the 40 random inputs)
+    assert npu["verdict"] in PASSED and verified["metrics"]["max_error_steps"] <= 2, npu
 
 
 def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partition(tmp_path, monkeypatch):
@@ -137,6 +139,6 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
     assert table["delegated"] == "partial" and table["cpu_operators"]["aten_add_tensor"] >= 1, table
     assert table["npu_ops"] > table["cpu_compute_ops"], table
     verified = verify(tmp_path, "blocks", kept)
-    lowering_check = next(c for c in verified["checks"] if c["name"] == "lowering")
+    npu = next(c for c in verified["checks"] if c["name"] == "npu")
     # a few int16 steps off the quantized model at most (3 here: the CPU's float add rounds apart)
-    assert lowering_check["verdict"] == "ok" and verified["metrics"]["max_error_steps"] <= 8, lowering_check
+    assert npu["verdict"] in PASSED and verified["metrics"]["max_error_steps"] <= 8, npu

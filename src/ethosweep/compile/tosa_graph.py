@@ -7,6 +7,8 @@ import os
 import sys
 import tempfile
 
+from ethosweep.runtime.errors import StageError
+
 
 @contextlib.contextmanager
 def quiet_c_output():
@@ -23,6 +25,11 @@ def quiet_c_output():
         os.close(devnull)
 
 
+class UnreadableTosa(StageError):
+    """tosa_serializer could not parse a TOSA flatbuffer (damaged, truncated): the tool's failure on
+    this input, not a bug of ethosweep's."""
+
+
 @contextlib.contextmanager
 def loaded(tosa: bytes):
     """(serializer, its first basic block) of a TOSA flatbuffer. The serializer's path prefix is
@@ -35,7 +42,7 @@ def loaded(tosa: bytes):
             f.write(tosa)
         graph = ts.TosaSerializer(tmp)
         if not graph.loadTosaFlatbuffer(path):
-            raise RuntimeError("tosa_serializer could not read the partition's TOSA")
+            raise UnreadableTosa("tosa_serializer could not read the partition's TOSA")
         yield graph, graph.regions[0].basicBlocks[0]
 
 

@@ -10,6 +10,7 @@ here is a functional check of the firmware (it loads, runs, gives the right numb
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -32,7 +33,9 @@ POOL_HEADROOM = 64 * 1024  # runtime state (method, values, kernels' argument li
 def build_tool(program: str) -> str:
     """The CMake or Ninja locked in ethosweep's environment (uv.lock; firmware/sdk.py finds it the same
     way), else the one on PATH (an environment made otherwise, e.g. with conda)."""
-    return shutil.which(program, path=str(Path(sys.executable).parent)) or program
+    from ethosweep.firmware.sdk import environment_bins
+
+    return shutil.which(program, path=os.pathsep.join(environment_bins())) or program
 
 
 def toolchain_file(executorch_src: str | Path) -> Path:
@@ -142,7 +145,6 @@ def build_executorch(
     """The ExecuTorch job: configure, build and install the bare-metal libraries for one CPU.
     The build folder sits next to the install folder, so a rerun is incremental."""
     jobs = threads  # the workflow's name (runtime.binding)
-    import sys
 
     started = time.monotonic()
     build_dir = Path(install_dir).parent / "build"
@@ -312,7 +314,6 @@ def _build_recorded(
 ) -> dict:
     """Build a runner in a scratch folder, keep the ELF and its facts (with the tool versions);
     a runner that does not fit fails its job (Snakemake then removes the outputs)."""
-    import sys
 
     from ethosweep.runtime.provenance import tool_versions
 

@@ -164,7 +164,7 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
     # CMake and Ninja: the locked ones in ethosweep's environment (uv.lock), or the user's from sdk.path
     user_path = os.pathsep.join(str(_resolve(p, base)) for p in sdk.get("path", []))
     for program, name in (("cmake", "CMake"), ("ninja", "Ninja")):
-        where = os.pathsep.join(filter(None, [user_path, str(ENVIRONMENT_BIN)]))
+        where = os.pathsep.join(filter(None, [user_path, *environment_bins()]))
         status.components[program] = _program(name, program, where, "uv sync (uv.lock pins it)")
     qemu = sdk.get("qemu", "qemu-system-arm")
     status.components["qemu"] = _program(
@@ -224,8 +224,19 @@ def _ethos_u_sdk(root: Path | None, get_it: str) -> Component:
     return Component(name, str(root))
 
 
-# the environment ethosweep runs in: its locked build tools (cmake, ninja) are here
-ENVIRONMENT_BIN = Path(sys.executable).parent
+def environment_bins() -> list[str]:
+    """Where the locked build tools (cmake, ninja) are: the bin folder of the environment that installed
+    each (`uv run --with ...` runs in an overlay whose own bin folder changes from run to run: a path
+    found there would rerun what records it), else the interpreter's."""
+    bins = []
+    for dist in ("cmake", "ninja"):
+        try:
+            site = Path(str(metadata.distribution(dist).locate_file("")))
+        except metadata.PackageNotFoundError:
+            continue
+        bins.append(site.parents[2] / "bin")  # <env>/lib/pythonX.Y/site-packages
+    bins.append(Path(sys.executable).parent)
+    return [str(b) for b in dict.fromkeys(bins) if b.is_dir()]
 
 
 def _program(name: str, program: str, search_path: str, get_it: str) -> Component:

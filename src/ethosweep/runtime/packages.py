@@ -63,7 +63,8 @@ def declared_tools(source: str) -> set[str]:
     """The distributions a stage module names in its module-level ALSO_RUNS tuple."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == ALSO_RUNS for t in node.targets):
-            return set(ast.literal_eval(node.value))
+            names = ast.literal_eval(node.value)
+            return set(names) if isinstance(names, (tuple, list)) else set()  # not packages.py's own name
     return set()
 
 
@@ -116,6 +117,7 @@ def _requirements(dist: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+@lru_cache(maxsize=None)
 def extra_providing(module: str) -> str | None:
     """The optional extra of ethosweep (pyproject's `optional-dependencies`) whose packages include the
     top-level `module` (`timm` -> 'zoos'), read from ethosweep's installed metadata; None if none."""
@@ -156,7 +158,10 @@ def _module_runs(module: str) -> frozenset[str]:
     """One package module's imported distributions and ALSO_RUNS (read once per process: the
     stages' closures share most modules)."""
     source = module_path(module).read_text(encoding="utf-8")
-    return frozenset(distributions(imported_top_levels(source)) | declared_tools(source))
+    # an optional extra's package (timm, ultralytics) runs on a model's behalf and is in that model's
+    # versions; counted here too, installing or removing the extra would rerun every model's chain
+    imported = {name for name in imported_top_levels(source) if extra_providing(name) is None}
+    return frozenset(distributions(imported) | declared_tools(source))
 
 
 def stage_versions(*modules: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.tosa_graph import loaded, quiet_c_output
+from ethosweep.compile.tosa_graph import UnreadableTosa, loaded, quiet_c_output
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import Fault, StageError
 from ethosweep.runtime.isolation import ToolCrashed, call_in_child
@@ -45,6 +45,16 @@ def input_names(tosa: bytes) -> list[str]:
     whose results are all constants reads none, though its delegate call still passes its inputs)."""
     with loaded(tosa) as (_, block):
         return list(block.inputs)
+
+
+def read_inputs(tosa: bytes, passed: list[str]) -> list[str]:
+    """input_names, or all that the call passes where the flatbuffer cannot be read: the reference
+    model then runs on it and says what it makes of it (a damaged partition crashes it: a fault
+    located in its own process, not a bug of ethosweep's)."""
+    try:
+        return input_names(tosa)
+    except UnreadableTosa:
+        return passed
 
 
 class _Reached(Exception):
@@ -82,12 +92,14 @@ class NpuInterpreter(torch.fx.Interpreter):
             lowered, *inputs = args
             # in the dim order the program holds them (a channels-last export hands the NPU NHWC)
             inputs = [in_dim_order(t, node) for t, node in zip(inputs, self._node.args[1:])]
-            inputs = self._read_by_tosa(lowered, inputs)
             partition = self.partitions.get(id(lowered), "?")
-            if partition == self.stop_at:
-                raise _Reached([t.clone() for t in inputs])
-            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
             on = f" on sample {self.sample}" if self.sample is not None else ""
+            if partition == self.stop_at:  # as the call passes them: its TOSA may be what crashes
+                raise _Reached([t.clone() for t in inputs])
+            # reading the partition's TOSA is the tools' work too: a damaged one crashes there first
+            with running(TOOL, f"running partition {partition}{on}"):
+                inputs = self._read_by_tosa(lowered, inputs)
+            self.delegate_calls.append((lowered.processed_bytes, [t.clone() for t in inputs]))
             with running(TOOL, f"running partition {partition}{on}"):
                 outputs = run_tosa(lowered.processed_bytes, inputs)
             check_boundary(self._node, partition, outputs)
@@ -101,10 +113,15 @@ class NpuInterpreter(torch.fx.Interpreter):
         names = list(lowered.original_module.graph_signature.user_inputs)
         wanted = self._tosa_inputs.get(id(lowered))
         if wanted is None:
-            wanted = self._tosa_inputs[id(lowered)] = input_names(lowered.processed_bytes)
-        if len(names) != len(inputs) or wanted == names or not set(wanted) <= set(names):
-            return inputs
-        return [inputs[names.index(name)] for name in wanted]
+            wanted = self._tosa_inputs[id(lowered)] = read_inputs(lowered.processed_bytes, names)
+        return read_by(wanted, names, inputs)
+
+
+def read_by(wanted: list[str], names: list[str], inputs: list) -> list:
+    """Of the `inputs` a delegate call passes (its placeholders `names`), those its TOSA reads (`wanted`)."""
+    if len(names) != len(inputs) or wanted == names or not set(wanted) <= set(names):
+        return inputs
+    return [inputs[names.index(name)] for name in wanted]
 
 
 class BoundaryMismatch(StageError):
@@ -226,13 +243,20 @@ def write_reproducer(folder: Path, npu_module, sample: tuple, partition: int, re
     """The partition's TOSA, the inputs the NPU path gives it on `sample` (the partitions before it
     run on the reference model in a fork: they did not crash), and a script that runs them."""
     inputs = call_in_child(_inputs_of, npu_module, sample, partition, what="capturing the crashing partition's inputs")
-    tosa = next(
-        getattr(npu_module, n.target).processed_bytes
+    lowered = next(
+        getattr(npu_module, n.target)
         for i, n in enumerate(
             n for n in npu_module.graph.nodes if n.op == "get_attr" and n.target.startswith("lowered_module")
         )
         if i == partition
     )
+    tosa = lowered.processed_bytes
+    names = list(lowered.original_module.graph_signature.user_inputs)
+    try:  # in a child: reading a damaged TOSA may be the very crash
+        wanted = call_in_child(input_names, tosa, what="reading the partition's TOSA", retry_crash=False)
+    except Exception:  # noqa: BLE001 - unreadable: every input the call passes, as the reference model got them
+        wanted = names
+    inputs = read_by(wanted, names, inputs)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     (folder / f"partition_{partition}.tosa").write_bytes(tosa)
