@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -54,7 +55,10 @@ def test_the_compile_once_benchmark_reaches_its_verdicts(tmp_path):
 
 def test_the_verify_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("verify.py", "--smoke", workdir=tmp_path)
-    assert "verify one (model, scheme, profile), 500 held-out samples" in out and "verdict: ok" in out, out
+    assert (
+        "verify one (model, scheme, profile), 500 held-out samples" in out and "NPU vs quantized: identical" in out
+    ), out
+    assert "quantized vs float: ok" in out, out  # a trained model on its own data: both questions answered
 
 
 def test_the_zoo_numerics_benchmark_reaches_its_verdicts(tmp_path):
@@ -108,3 +112,14 @@ def test_the_coverage_benchmark_prints_its_table():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| mean, lognormal |" in proc.stdout and "| paired difference, [0.6, 0.1, 0.1, 0.2] |" in proc.stdout
     assert re.search(r"lowest: \d+\.\d %", proc.stdout)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_report_load_benchmark_reaches_its_verdict(tmp_path):
+    out = run_benchmark("report_load.py", "--synthetic", "600", "--repeats", "1", workdir=tmp_path)
+    assert "verdict: the first screen is drawn before the table of all cells" in out, out
+    page_mb = float(re.search(r"page ([\d.]+) MB", out).group(1))
+    assert 0.1 < page_mb < 5, out  # 600 cells, no cell page inlined twice
+    page = (tmp_path / "index.html").read_text()
+    # past 300 cells the page links to each cell's own page, and the matrix has a column per target
+    assert 'href="cells/model_00/int8/ethos-u55-128/' in page and 'id="cell-' not in page

@@ -7,6 +7,8 @@ the `--cores` the other tests' helper adds.
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 import shutil
 import subprocess
@@ -33,6 +35,12 @@ TESTED = {
     "uv run snakemake --unlock": "test_failures.py::test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes",
     "uv run sh results/vela/<cell>/repro/command.sh": "test_failures.py (a Vela error and a Vela crash)",
     "uv run ethosweep check-sdk": "test_commands.py",
+    "uv run ethosweep picks --board alif-e8 --budget-ms 5": "test_commands.py",
+    "uv run --extra zoos snakemake --cores 8 --configfile config/zoos/deployed.yaml": "test_config.py (the matrix "
+    "it resolves to) and test_commands.py (planned task by task)",
+    "uv run --extra zoos snakemake --cores 8 --configfile config/zoos/deployed.yaml --config 'tasks=[detection]'": (
+        "test_commands.py"
+    ),
     "uv run ethosweep cache": "test_cache.py (the store's commands)",
     "uv run ethosweep cache prune": "test_cache.py (the store's commands)",
     "uv run --with ethos-u-vela==5.2.0 snakemake -n": "test_toolchain.py (the Vela upgrade)",
@@ -162,6 +170,21 @@ def test_a_zoo_preset_as_written_plans_its_whole_matrix(tmp_path, preset, models
     assert (jobs["lower_to_tosa"], jobs["compile_with_vela"], jobs["map_operators"]) == (models * 4, models * 6, 1)
 
 
+def test_the_deployed_zoo_task_by_task_as_written(tmp_path):
+    """The deployed zoo's detection models over the whole configuration space, planned: each lowered
+    once per scheme and TOSA profile, Vela once per cell, every target and memory mode Vela accepts."""
+    work = make_workdir(tmp_path / "w", {"models": [{"name": "mnist", "file": "models/mnist.py"}]})
+    shutil.copytree(REPO / "config" / "zoos", work / "config" / "zoos")
+    command = (
+        "uv run --extra zoos snakemake --cores 8 --configfile config/zoos/deployed.yaml --config 'tasks=[detection]'"
+    )
+    proc = typed(f"{command} --dry-run", work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ethosweep: 1100 cells (11 models, 11 targets, 6 memory modes, 2 quantization schemes)" in proc.stderr
+    jobs = job_stats(proc.stdout + proc.stderr)
+    assert (jobs["lower_to_tosa"], jobs["compile_with_vela"]) == (11 * 2 * 2, 1100)
+
+
 def test_check_sdk_as_the_run_suggests(sweep_copy):
     started = snakemake(sweep_copy, "--dry-run")
     assert "`uv run ethosweep check-sdk` how to get it" in started.stderr
@@ -194,6 +217,31 @@ def test_compare_two_runs_as_written(sweep_copy, tiny_sweep, tmp_path):
     assert a_cycles != b_cycles
     mnist = next(line for line in lines if line.startswith("  mnist / int8 / ethos-u85-256"))
     assert f"Vela cycles {a_cycles:g} -> {b_cycles:g}" in mnist
+
+
+def test_picks_as_written(sweep_copy):
+    """`ethosweep picks`: the report's picks in the terminal, from summary.csv, with the numbers they
+    rest on; as JSON, the fastest configuration of each model on the board, and the budget checked."""
+    proc = typed("uv run ethosweep picks --board alif-e8 --budget-ms 5", sweep_copy)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("alif-e8 (ethos-u55-128, NPU at 160 MHz)"), proc.stdout
+    as_json = typed("uv run ethosweep picks --board alif-e8 --budget-ms 5 --json", sweep_copy)
+    (section,) = json.loads(as_json.stdout)
+    rows = [r for r in csv.DictReader(open(sweep_copy / "results/summary.csv")) if r["board"] == "alif-e8"]
+    assert {p["model"] for p in section["picks"]} == {r["model"] for r in rows}
+    for pick in section["picks"]:
+        mine = [r for r in rows if r["model"] == pick["model"] and r["status"] == "ok" and r["fit"] == "fits"]
+        if not mine:
+            assert pick["verdict"] in ("does not fit", "failed"), pick
+            continue
+        fastest = min(mine, key=lambda r: float(r["board_inference_ms"]))
+        assert f"fastest that fits: {fastest['memory_mode']}" in pick["text"], pick
+        meets = float(fastest["board_inference_ms"]) <= 5
+        assert pick["verdict"] == ("meets budget" if meets else "misses budget"), pick
+        assert f"  {pick['model']} " in proc.stdout
+    # a task the run does not have is named, with the ones it has
+    unknown = typed("uv run ethosweep picks --task nonesuch", sweep_copy)
+    assert unknown.returncode == 2 and "no task ['nonesuch']" in unknown.stderr
 
 
 def _cycles(summary: Path, model: str, target: str) -> float:

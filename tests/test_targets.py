@@ -22,7 +22,6 @@ def test_u55_and_u65_share_the_u55_tosa_profile_and_u85_has_its_own():
 def test_builtin_vela_ini_defines_the_documented_system_configs_and_memory_modes():
     ini = tg.read_vela_ini()
     assert set(tg.DEFAULT_SYSTEM_CONFIG.values()) <= set(ini.system_configs)
-    assert set(tg.RUNNER_SYSTEM_CONFIGS) <= set(ini.system_configs)
     assert {"Sram_Only", "Shared_Sram", "Dedicated_Sram", "Dedicated_Sram_384KB"} <= set(ini.memory_modes)
     assert ini.axi1_port("Ethos_U65_High_End") == "Dram"
     # Dedicated_Sram_384KB inherits its arena placement from Dedicated_Sram.

@@ -10,6 +10,10 @@ and the layer whose cycles moved most.
 `ethosweep check-sdk [config.yaml]` says which parts the firmware and FVP stages find (the
 config's `sdk` section, PATH), and how to get the others.
 
+`ethosweep picks [results/summary.csv] [--board B] [--task T] [--budget-ms X] [--json]` prints what
+the report's first screen picks: per board and task, each model's fastest configuration that fits
+(and whether it meets the latency budget); for the cells on no board, the fastest configuration.
+
 `ethosweep failed [results/summary.csv]` prints the output of each job whose failure a cell
 records, one per line: `uv run snakemake --cores 8 --forcerun $(uv run ethosweep failed)` retries
 them (a recorded failure is otherwise kept until something it depends on changes).
@@ -152,6 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     failed_parser.add_argument(
         "summary", nargs="*", help="the run's summaries (default: results/summary.csv and results/cpu/summary.csv)"
     )
+    picks_parser = commands.add_parser("picks", help="what to pick, per board and task, from a run's summary")
+    picks_parser.add_argument("summary", nargs="?", default="results/summary.csv", help="the run's summary.csv")
+    picks_parser.add_argument(
+        "--board", action="append", default=[], help="only this board (repeatable; 'bare' for cells on no board)"
+    )
+    picks_parser.add_argument("--task", action="append", default=[], help="only the models of this task (repeatable)")
+    picks_parser.add_argument("--budget-ms", type=float, default=None, help="the latency budget to check, in ms")
+    picks_parser.add_argument("--json", action="store_true", help="the picks as JSON, for scripts")
     cache_parser = commands.add_parser(
         "cache", help="what the store of stage results shared between results folders holds (ETHOSWEEP_CACHE)"
     )
@@ -162,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "cache":
         return cache_command(args.action, args.max_gb)
+    if args.command == "picks":
+        return picks_command(args.summary, args.board, args.task, args.budget_ms, args.json)
     if args.command == "check-sdk":
         return check_sdk(args.config)
     if args.command == "failed":
@@ -188,6 +202,49 @@ def main(argv: list[str] | None = None) -> int:
 
 
 DEFAULT_SUMMARIES = ("results/summary.csv", "results/cpu/summary.csv")
+
+
+def picks_command(summary: str, boards: list[str], tasks: list[str], budget_ms: float | None, as_json: bool) -> int:
+    from ethosweep.results import recommend
+
+    if not os.path.exists(summary):
+        print(f"ethosweep picks: no {summary}: run the sweep first (uv run snakemake --cores 8)", file=sys.stderr)
+        return 2
+    rows = read_summary_csv(summary)
+    known = {r["task"] for r in rows if r.get("task")}
+    if set(tasks) - known:
+        print(
+            f"ethosweep picks: no task {sorted(set(tasks) - known)} in {summary} (it has {sorted(known)})",
+            file=sys.stderr,
+        )
+        return 2
+    sections = recommend.sections_for(rows, summary_boards(rows), budget_ms, tuple(tasks))
+    if boards:
+        sections = [s for s in sections if (s.board or "bare") in boards]
+    if as_json:
+        import json
+
+        print(json.dumps([s.as_dict() for s in sections], indent=1))
+    else:
+        print(recommend.picks_text(sections))
+    return 0
+
+
+def summary_boards(rows: list[dict]) -> dict[str, dict]:
+    """The profiles of the boards a summary places cells on: the repository's boards/ files, or for
+    a board defined in the run's own config, what its rows say (its target)."""
+    from ethosweep.matrix.boards import board_from_profile, builtin_board_files, load_board_file
+
+    files = builtin_board_files()
+    boards = {}
+    for row in rows:
+        name = row.get("board")
+        if name and name not in boards:
+            if name in files:
+                boards[name] = board_from_profile(load_board_file(files[name]), str(files[name])).as_params()
+            else:
+                boards[name] = {"name": name, "target": row["target"], "npu_clock_mhz": "?"}
+    return boards
 
 
 def failed_outputs(rows: list[dict]) -> list[str]:

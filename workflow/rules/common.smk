@@ -14,6 +14,7 @@ from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
 from ethosweep.runtime import estimate as ethosweep_estimate
+from ethosweep.runtime import memory as ethosweep_memory
 from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
@@ -39,7 +40,6 @@ ethosweep_provenance.export_tool_versions()
 ethosweep_worker.export_fingerprint()
 
 
-
 def validated(config):
     try:
         validate(config, schema="../schemas/config.schema.yaml")
@@ -61,7 +61,7 @@ except ConfigError as error:
     raise WorkflowError(f"Invalid config: {error}")
 # What is about to be swept: here for a dry run; a run says it when it starts, with its time
 # (say_what_the_run_will_do, from the Snakefile's onstart).
-if workflow.dryrun:
+if workflow.output_settings.dryrun:  # (workflow.dryrun is known only once the DAG runs)
     print(SWEEP.describe(), file=sys.stderr)
 # What the firmware and run stages can use on this machine (filesystem and PATH only).
 SDK = probe_sdk(config.get("sdk"))
@@ -546,6 +546,21 @@ def say_what_the_run_will_do():
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
     about = ethosweep_estimate.estimate(planned, cores, measured)
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
+    bound_memory([int(job.resources.get("mem_mb", 0) or 0) for job in jobs], cores)
+
+
+def bound_memory(job_mb, cores):
+    """A local run without a memory total (`--resources mem_mb=N`) gets what the machine has
+    available, so the rules' declared needs bound how many jobs run at once (ethosweep.runtime.memory)."""
+    scheduler = workflow.scheduler
+    available = ethosweep_memory.available_mb()
+    if not workflow.local_exec or available is None or any(k.startswith("mem") for k in scheduler.global_resources):
+        return
+    limit = ethosweep_memory.local_limit_mb(available, max(job_mb, default=0))
+    scheduler.global_resources["mem_mb"] = scheduler.resources["mem_mb"] = limit
+    said = ethosweep_memory.holding_back(limit, cores, job_mb)
+    if said:
+        print(f"ethosweep: {said}", file=sys.stderr)
 
 
 def forget_end_of_run():

@@ -18,7 +18,7 @@ rule export_model:
         "../../envs/ethosweep.yaml"
     threads: 1
     resources:
-        # torch + ExecuTorch in one process: ~1 GiB for MobileNetV2-sized models
+        # peak RSS over the deployed zoo's 60 models: at most 1.5 GiB (docs/performance.md)
         mem_mb=2000,
     params:
         stage="ethosweep.compile.export:export_model",

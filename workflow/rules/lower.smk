@@ -20,7 +20,7 @@ rule lower_to_tosa:
         "../../envs/ethosweep.yaml"
     threads: 1
     resources:
-        # lowering MobileNetV2 peaks at ~1.1 GiB resident
+        # peak RSS over the deployed zoo: at most 1.2 GiB (docs/performance.md)
         mem_mb=2000,
     params:
         stage="ethosweep.compile.lower:lower_to_tosa",

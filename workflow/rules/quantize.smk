@@ -21,6 +21,7 @@ rule quantize_model:
         "../../envs/ethosweep.yaml"
     threads: 1
     resources:
+        # peak RSS over the deployed zoo's 240 quantizations: at most 1.4 GiB (docs/performance.md)
         mem_mb=2000,
     params:
         stage="ethosweep.compile.quantize:quantize_model",

@@ -82,14 +82,3 @@ def cell_compile_specs(target: str, system_config: str, memory_mode: str, vela: 
 def vela_flags(target: str, system_config: str, memory_mode: str, vela: dict) -> list[str]:
     """The flags EthosUBackend hands to Vela for this cell (its compile spec's compiler flags)."""
     return list(ethosu_compile_spec(target, system_config, memory_mode, vela).compiler_flags)
-
-
-def standalone_vela_args(target: str, system_config: str, memory_mode: str, vela: dict) -> list[str]:
-    """The same compilation as ethosu_compile_spec(), for the `vela` command line."""
-    return [
-        f"--accelerator-config={target}",
-        f"--config={config_ini(vela)}",
-        f"--system-config={system_config}",
-        f"--memory-mode={memory_mode}",
-        *vela_option_flags(vela),
-    ]

@@ -55,16 +55,6 @@ DEFAULT_SYSTEM_CONFIG = {
     "ethos-u85": "Ethos_U85_SYS_DRAM_Mid",
 }
 
-# System configs the ExecuTorch bare-metal runner is built for (its CMake
-# presets); other configs compile fine but have no runner.
-RUNNER_SYSTEM_CONFIGS = (
-    "Ethos_U55_High_End_Embedded",
-    "Ethos_U55_Deep_Embedded",
-    "Ethos_U65_High_End",
-    "Ethos_U85_SYS_DRAM_Low",
-    "Ethos_U85_SYS_DRAM_Mid",
-)
-
 # Vela's built-in configuration file, as ExecuTorch names it.
 DEFAULT_VELA_INI = "Arm/vela.ini"
 

@@ -29,9 +29,12 @@ class Pick:
     verdict: str  # "fits" | "does not fit" | "fastest" | "meets budget" | "misses budget" | "failed"
     text: str  # the recommendation, with its numbers
     row: dict | None = None  # the summary row it rests on
+    task: str = ""  # the model's task (the config's `task`): how the picks are grouped
+    # on no board: the fastest configuration of each NPU family swept (family -> row)
+    families: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"model": self.model, "verdict": self.verdict, "text": self.text}
+        return {"model": self.model, "task": self.task, "verdict": self.verdict, "text": self.text}
 
 
 @dataclass
@@ -83,6 +86,7 @@ def board_sections(
         models = list(dict.fromkeys(r["model"] for r in mine))
         for model in models:
             section.picks.append(board_pick(model, [r for r in mine if r["model"] == model], budget))
+        section.picks = by_task(section.picks, mine)
         fitting = sum(1 for p in section.picks if p.verdict in ("fits", "meets budget", "misses budget"))
         section.summary = f"{fitting} of {len(models)} models fit"
         if budget is not None:
@@ -151,6 +155,7 @@ def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | 
     models = list(dict.fromkeys(r["model"] for r in bare))
     for model in models:
         section.picks.append(bare_pick(model, [r for r in bare if r["model"] == model], budget_ms))
+    section.picks = by_task(section.picks, bare)
     if budget_ms is not None:
         section.summary = (
             f"{sum(1 for p in section.picks if p.verdict == 'meets budget')} of {len(models)} models "
@@ -184,10 +189,35 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
                 f"; no configuration of the sweep is within the {_fmt(budget_ms)} ms budget "
                 f"(the fastest misses it by {_fmt(number(fastest['vela_inference_ms']) - budget_ms)} ms)"
             )
+    families = fastest_per_family(compiled)
+    if len(families) > 1:
+        text += "; per NPU family: " + ", ".join(
+            f"{_config(row)} {_time(number(row['vela_inference_ms']), row)}" for row in families.values()
+        )
     accuracy = accuracy_cost(compiled)
     if accuracy:
         text += f"; {accuracy}"
-    return Pick(model, verdict, text + _failures(rows, _config), fastest)
+    return Pick(model, verdict, text + _failures(rows, _config), fastest, families=families)
+
+
+def by_task(picks: list[Pick], rows: list[dict]) -> list[Pick]:
+    """The picks grouped by their models' task, in the order tasks first appear (models keep theirs)."""
+    task = {r["model"]: r.get("task") or "" for r in rows}
+    order = list(dict.fromkeys(task.get(p.model, "") for p in picks))
+    for pick in picks:
+        pick.task = task.get(pick.model, "")
+    return sorted(picks, key=lambda p: order.index(p.task))
+
+
+def fastest_per_family(rows: list[dict]) -> dict[str, dict]:
+    """family -> the fastest compiled configuration of that NPU family (what to pick where the sweep
+    covers several families and every size: the fastest overall is always the largest NPU)."""
+    from ethosweep.matrix.targets import family
+
+    best: dict[str, dict] = {}
+    for row in sorted((r for r in rows if _ok(r)), key=lambda r: _ranked(r, "vela_inference_ms")):
+        best.setdefault(family(row["target"]), row)
+    return dict(sorted(best.items()))
 
 
 def _config(row: dict) -> str:
@@ -234,3 +264,31 @@ def _fmt(value) -> str:
     if math.isnan(figure):
         return str(value)
     return f"{figure:.3g}" if abs(figure) < 100 else f"{figure:,.0f}"
+
+
+def sections_for(
+    rows: list[dict], boards: dict[str, dict], budget_ms: float | None = None, tasks: tuple[str, ...] = ()
+) -> list[Section]:
+    """What the report's first screen picks (a section per board, then the bare targets), for the
+    models of `tasks` only when given."""
+    if tasks:
+        rows = [r for r in rows if (r.get("task") or "") in tasks]
+    sections = board_sections(rows, boards, budget_ms)
+    bare = bare_section(rows, budget_ms)
+    return sections + ([bare] if bare else [])
+
+
+def picks_text(sections: list[Section]) -> str:
+    """The picks as plain text, for a terminal or a script: a heading per section, then per task a
+    line per model (model, verdict, the recommendation with its numbers)."""
+    lines = []
+    for section in sections:
+        lines += ["", f"{section.title}: {section.summary}"]
+        task = None
+        grouped = any(pick.task for pick in section.picks)
+        for pick in section.picks:
+            if grouped and pick.task != task:
+                task = pick.task
+                lines.append(f"  {task or 'no task'}")
+            lines.append(f"    {pick.model:<28} {pick.verdict:<14} {pick.text}")
+    return "\n".join(lines[1:])

@@ -248,7 +248,14 @@ def write_cell_reports(
             page = render_cell(cell_detail(cell, *paths, siblings))
         else:
             page = render_failed_cell(cell, failed)
-        atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", page)
+        atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", standalone(cell, page))
+
+
+def standalone(cell: dict, fragment: str) -> str:
+    """A cell's page as a document of its own (the report links to it from a large sweep), its section
+    between markers (a small sweep's report inlines it: render.fragment_of)."""
+    depth = cell_id(cell).count("/") + 1  # below results/report/cells/
+    return render("cell_page.html", title=title(cell), fragment=fragment, index="../" * depth + "index.html")
 
 
 def _configuration(cell: dict) -> tuple[str, ...]:

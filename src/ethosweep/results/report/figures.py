@@ -16,6 +16,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
+from ethosweep.results.report.glance import MAX_MATRIX_COLUMNS
 from ethosweep.results.table import number, unique_cells
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.outcome import describe, failure_of
@@ -68,18 +69,28 @@ def _nothing_to_draw(message: str) -> str:
     return _svg(fig)
 
 
+# Past this many cells a scatter's points are drawn as an image inside the SVG (the axes and text stay
+# vector): thousands of vector markers made the page's SVGs megabytes and its parsing seconds
+RASTERIZED_POINTS = 500
+# Past this many squares the heatmap's colour says it; a number in each would be unreadable and heavy
+MAX_LABELLED_CELLS = 400
+
+
 def plot_cycles(rows: list[dict]) -> str:
     plt = _pyplot()
     cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
     if not cells:
         return _nothing_to_draw(NO_CELL_COMPILED)
     models = list(dict.fromkeys(r["model"] for r in cells))
-    columns = list(dict.fromkeys((r["target"], r["memory_mode"]) for r in cells))
+    # the whole configuration space: a column per target, its fastest memory mode (as the page's matrix)
+    by_target = len({(r["target"], r["memory_mode"]) for r in cells}) > MAX_MATRIX_COLUMNS
+    column = (lambda r: (r["target"], "fastest mode")) if by_target else (lambda r: (r["target"], r["memory_mode"]))  # noqa: E731
+    columns = list(dict.fromkeys(column(r) for r in cells))
     grid = [[math.nan] * len(columns) for _ in models]
     for r in cells:
-        grid[models.index(r["model"])][columns.index((r["target"], r["memory_mode"]))] = max(
-            number(r["vela_inference_ms"]), 1e-4
-        )
+        i, j = models.index(r["model"]), columns.index(column(r))
+        value = max(number(r["vela_inference_ms"]), 1e-4)
+        grid[i][j] = value if math.isnan(grid[i][j]) else min(grid[i][j], value)
     fig, ax = plt.subplots(figsize=(1.0 + 0.95 * len(columns), 0.9 + 0.42 * len(models)))
     import numpy as np
 
@@ -91,7 +102,7 @@ def plot_cycles(rows: list[dict]) -> str:
     )
     for i, row in enumerate(grid):
         for j, value in enumerate(row):
-            if not math.isnan(value):
+            if not math.isnan(value) and len(models) * len(columns) <= MAX_LABELLED_CELLS:
                 ax.text(
                     j,
                     i,
@@ -163,21 +174,24 @@ def plot_roofline(rows: list[dict]) -> str:
     targets = sorted({r["target"] for r in cells}, key=lambda t: (t.split("-")[1], int(t.split("-")[-1])))
     markers = {"Shared_Sram": "o", "Sram_Only": "s"}
     colors = {t: c for t, c in zip(targets, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3)}
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in cells:
         traffic = number(r.get("vela_traffic_kib"), 0) * 1024
-        if traffic <= 0:
-            continue
-        x = number(r["vela_macs"]) / traffic
-        y = number(r["vela_macs"]) / number(r["vela_cycles_total"])
+        if traffic > 0:
+            x = number(r["vela_macs"]) / traffic
+            y = number(r["vela_macs"]) / number(r["vela_cycles_total"])
+            points.setdefault((r["target"], r["memory_mode"]), []).append((x, y))
+    for (target, mode), xy in points.items():  # one scatter per target and mode: thousands of cells stay light
         ax.scatter(
-            x,
-            y,
-            color=colors[r["target"]],
-            marker=markers.get(r["memory_mode"], "^"),
+            [x for x, _ in xy],
+            [y for _, y in xy],
+            color=colors[target],
+            marker=markers.get(mode, "^"),
             s=28,
             alpha=0.85,
             edgecolors="black",
             linewidths=0.3,
+            rasterized=len(cells) > RASTERIZED_POINTS,
         )
     for t in targets:
         peak = int(t.rsplit("-", 1)[-1])
@@ -254,11 +268,9 @@ def plot_pareto(rows: list[dict]) -> str:
         scatter = ax.scatter(
             [p[0] for p in points],
             [p[1] for p in points],
-            c=accuracy if has_accuracy else "grey",
-            cmap="viridis",
             s=30,
-            vmin=0.0,
-            vmax=1.0,
+            rasterized=len(cells) > RASTERIZED_POINTS,
+            **({"c": accuracy, "cmap": "viridis", "vmin": 0.0, "vmax": 1.0} if has_accuracy else {"c": "grey"}),
         )
         for i in pareto_front(points):
             ax.scatter(*points[i], s=110, facecolors="none", edgecolors="black", linewidths=1)

@@ -41,8 +41,16 @@ def dark(fraction: float) -> bool:
     return fraction > 0.6
 
 
-def sweep_matrix(rows: list[dict]) -> dict:
-    """Model (and scheme, when several) x (target, memory mode): each cell's Vela time and what to mark."""
+# Past this many (target, memory mode) columns the matrix shows a column per target, each cell its
+# fastest memory mode: the whole configuration space (50 columns) is a wall of squares, not a glance
+MAX_MATRIX_COLUMNS = 16
+
+
+def sweep_matrix(rows: list[dict], cell_href=None) -> dict:
+    """Model (and scheme, when several) x (target, memory mode), grouped by task: each cell's Vela time
+    and what to mark; with more than MAX_MATRIX_COLUMNS columns, a column per target (its fastest
+    memory mode). `cell_href(row)`: where a cell's link goes (default: its section on the page)."""
+    href = cell_href or (lambda row: "#" + anchor(row))
     boards_of = defaultdict(list)
     for row in rows:
         if row.get("board"):
@@ -54,23 +62,40 @@ def sweep_matrix(rows: list[dict]) -> dict:
     def label(r: dict) -> str:
         return f"{r['model']} [{r['quantization']}]" if several else r["model"]
 
-    models = list(dict.fromkeys(label(r) for r in cells))
-    columns = list(dict.fromkeys((r["target"], r["memory_mode"]) for r in cells))
+    by_target = len({(r["target"], r["memory_mode"]) for r in cells}) > MAX_MATRIX_COLUMNS
+    column = (lambda r: (r["target"], "")) if by_target else (lambda r: (r["target"], r["memory_mode"]))  # noqa: E731
+    tasks = {label(r): r.get("task") or "" for r in cells}
+    task_order = list(dict.fromkeys(tasks.values()))
+    models = sorted(dict.fromkeys(label(r) for r in cells), key=lambda m: task_order.index(tasks[m]))
+    columns = list(dict.fromkeys(column(r) for r in cells))
     times = [number(r.get("vela_inference_ms")) for r in cells if r.get("status") == "ok"]
     # floored at a microsecond, where the matrix says "<0.001": a one-operator cell of a few cycles
     # would otherwise stretch the scale over six decades and leave every real model one colour
     times = [max(t, FLOOR_MS) for t in times if not math.isnan(t)]
     low, high = (math.log10(min(times)), math.log10(max(times))) if times else (0.0, 0.0)
     grid = {(m, c): None for m in models for c in columns}
-    for row in cells:
-        grid[label(row), (row["target"], row["memory_mode"])] = _matrix_cell(row, boards_of[cell_id(row)], low, high)
+    for row in sorted(cells, key=_fastest_first):  # by target: its fastest memory mode first
+        key = (label(row), column(row))
+        if grid[key] is None or (by_target and grid[key]["ms"] is None and _compiled(row)):
+            grid[key] = _matrix_cell(row, boards_of[cell_id(row)], low, high, href(row), by_target)
     return {
         "columns": [{"target": t, "memory_mode": m} for t, m in columns],
-        "rows": [{"model": m, "cells": [grid[m, c] for c in columns]} for m in models],
+        "by_target": by_target,
+        "rows": [{"model": m, "task": tasks[m], "cells": [grid[m, c] for c in columns]} for m in models],
     }
 
 
-def _matrix_cell(row: dict, placements: list[dict], low: float, high: float) -> dict:
+def _compiled(row: dict) -> bool:
+    return row.get("status") == "ok" and not math.isnan(number(row.get("vela_inference_ms")))
+
+
+def _fastest_first(row: dict) -> tuple:
+    return (not _compiled(row), number(row.get("vela_inference_ms"), math.inf))
+
+
+def _matrix_cell(
+    row: dict, placements: list[dict], low: float, high: float, href: str, by_target: bool = False
+) -> dict:
     ms = number(row.get("vela_inference_ms"))
     failed = row.get("status") != "ok" or math.isnan(ms)
     fits_nowhere = bool(placements) and all(p.get("fit", "").startswith("does not fit") for p in placements)
@@ -81,49 +106,62 @@ def _matrix_cell(row: dict, placements: list[dict], low: float, high: float) -> 
         *(["does not fit"] if fits_nowhere and not failed else []),
         *(["+CPU"] if cpu_ops > 0 and not failed else []),
     ]
-    boards = "; ".join(f"{p['board']}: {p.get('fit', '')}" for p in placements)
+    boards = "; ".join(f"{p['board']}: {p.get('fit', '')}" for p in placements) or "on no board"
+    mode = f"fastest memory mode: {row['memory_mode']}; " if by_target else ""
     return {
         "ms": None if failed else ms,
         "colour": None if failed else colour(fraction),
         "dark": not failed and dark(fraction),
         "marks": marks,
         "anchor": anchor(row),
+        "href": href,
         "cell": cell_id(row),
-        "title": row.get("reason") if failed else boards or "on no board",
+        "title": row.get("reason") if failed else mode + boards,
     }
 
 
 def board_tables(
-    rows: list[dict], boards: dict[str, dict], budget_ms: float | None, board_budgets: dict[str, float] | None
+    rows: list[dict],
+    boards: dict[str, dict],
+    budget_ms: float | None,
+    board_budgets: dict[str, float] | None,
+    cell_href=None,
 ) -> list[dict]:
-    """Per board, then for the bare targets: a row per model (recommend's pick, in columns)."""
+    """Per board, then for the bare targets: a row per model (recommend's pick, in columns), grouped
+    by task. `cell_href(row)`: where a cell's link goes (default: its section on the page)."""
+    href = cell_href or (lambda row: "#" + anchor(row))
     tables = []
     for section in recommend.board_sections(rows, boards, budget_ms, board_budgets):
-        tables.append(_table(section, boards[section.board]))
+        tables.append(_table(section, boards[section.board], href))
     bare = recommend.bare_section(rows, budget_ms)
     if bare:
-        tables.append(_table(bare, None))
+        tables.append(_table(bare, None, href))
     return tables
 
 
-def _table(section: recommend.Section, board: dict | None) -> dict:
+def _table(section: recommend.Section, board: dict | None, href) -> dict:
     time_column = "board_inference_ms" if board else "vela_inference_ms"
-    rows = [_board_row(pick, board, time_column) for pick in section.picks]
+    rows = [_board_row(pick, board, time_column, href) for pick in section.picks]
     timed = [r["ms"] for r in rows if r["ms"] is not None]
     for row in rows:
         row["bar_pct"] = round(100 * row["ms"] / max(timed), 1) if row["ms"] is not None and max(timed) > 0 else 0
     _mark_best(rows)
+    families = list(dict.fromkeys(f for pick in section.picks for f in pick.families))
     return {
         "title": section.title,
         "board": section.board or "",
         "summary": section.summary,
         "budget_ms": section.budget_ms,
         "on_board": board is not None,
+        # a column per NPU family on no board, where the sweep has several (the fastest overall is
+        # always the largest NPU)
+        "families": families if len(families) > 1 else [],
+        "tasks": len({r["task"] for r in rows}) > 1,
         "rows": rows,
     }
 
 
-def _board_row(pick: recommend.Pick, board: dict | None, time_column: str) -> dict:
+def _board_row(pick: recommend.Pick, board: dict | None, time_column: str, href) -> dict:
     row = pick.row or {}
     shown = pick.verdict != "failed" and row
     ms = number(row.get(time_column)) if shown else math.nan
@@ -142,7 +180,13 @@ def _board_row(pick: recommend.Pick, board: dict | None, time_column: str) -> di
         "numerics": row.get("numerics", "") if shown else "",
         "sentence": pick.text,
         "anchor": anchor(row) if row else "",
+        "href": href(row) if row else "",
         "cell": cell_id(row) if row else "",
+        "task": pick.task,
+        "families": {
+            family: {"configuration": f"{r['target']} / {r['memory_mode']}", "ms": number(r["vela_inference_ms"])}
+            for family, r in pick.families.items()
+        },
         "best": set(),
     }
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ethosweep.results.report import glance
 from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_plot
-from ethosweep.results.report.render import block, fmt, render
+from ethosweep.results.report.render import block, fmt, fragment_of, render
 from ethosweep.results.table import (
     COMPILED,
     NOT_VERIFIED,
@@ -153,7 +153,19 @@ def vela_versions(rows: list[dict], per_layer: dict[str, str] | None) -> dict | 
     }
 
 
-def cells_table(rows: list[dict]) -> str:
+# Up to this many cells the page holds every cell's page (one file, a few MB); past it the page
+# links to each cell's own file in cells/ (6,000 inlined pages would be ~100 MB: no browser opens it)
+INLINE_CELL_PAGES = 300
+
+
+def cell_linker(rows: list[dict]):
+    """Where a cell's links go: its section on the page, or, past INLINE_CELL_PAGES cells, its own page."""
+    if len(unique_cells(rows)) <= INLINE_CELL_PAGES:
+        return lambda row: "#" + glance.anchor(row)
+    return lambda row: f"cells/{cell_id(row)}.html"
+
+
+def cells_table(rows: list[dict], cell_href=None) -> str:
     """Every summary row as a table that sorts and filters in the browser, offline.
 
     The table is DataTables, from the itables package (a maintained Python package that ships
@@ -183,7 +195,7 @@ def cells_table(rows: list[dict]) -> str:
             elif isinstance(value, str):
                 value = block("text", value)  # escaped: the table takes HTML
             record[label] = value
-        record["detail"] = block("detail_link", glance.anchor(r))
+        record["detail"] = block("detail_link", (cell_href or cell_linker(rows))(r))
         data.append(record)
     frame = pd.DataFrame(data, columns=[label for _, label in TABLE_COLUMNS] + ["detail"], dtype=object)
     text_columns = [i for i, (key, _) in enumerate(TABLE_COLUMNS) if key not in NUMBERS]
@@ -196,11 +208,14 @@ def cells_table(rows: list[dict]) -> str:
         showIndex=False,
         pageLength=25,
         scrollX=True,
+        deferRender=True,  # rows are drawn as they are paged to: thousands of cells stay quick
         columnDefs=[{"className": "dt-left", "targets": text_columns}],
         lengthMenu=[10, 25, 100, 500],
         maxBytes=0,
         display_logo_when_loading=False,
-        columnControl=["order", "searchDropdown"],
+        # a list of each column's values to pick from; past a thousand rows a text search instead
+        # (building the lists took DataTables 2 s of a 6,000-cell page's opening)
+        columnControl=["order", "searchDropdown" if len(rows) <= 1000 else "search"],
         text_in_header_can_be_selected=False,  # a header click sorts
         # search first; not itables' default layout, which it hides on tables shorter than a page
         layout={"topStart": "search", "topEnd": "pageLength", "bottomStart": "info", "bottomEnd": "paging"},
@@ -235,9 +250,11 @@ def render_index(
     from itables.options import dt_bundle
 
     picked = primary_rows(rows)
+    cell_href = cell_linker(rows)
+    inline = len(unique_cells(rows)) <= INLINE_CELL_PAGES
     by_model = defaultdict(list)
-    for cell, fragment in fragments:
-        by_model[cell["model"]].append(fragment)
+    for cell, page in fragments if inline else []:
+        by_model[cell["model"]].append(fragment_of(page))
     return render(
         "index.html",
         sweep_text=sweep_text,
@@ -248,15 +265,16 @@ def render_index(
         placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith("does not fit")),
         numerics_heading=numerics_heading(rows),
         opens_on=opens_on,
-        matrix=glance.sweep_matrix(picked),
-        boards=glance.board_tables(picked, boards or {}, budget_ms, board_budgets),
+        matrix=glance.sweep_matrix(picked, cell_href),
+        boards=glance.board_tables(picked, boards or {}, budget_ms, board_budgets, cell_href),
         operators=operator_map(*operators) if operators else None,
         versions=vela_versions(rows, per_layer),
         plots=[{"name": n, "svg": inline_svg(plots[n]), "caption": CAPTIONS[n]} for n in PLOTS],
         tools=tool_versions(),
         firmware=firmware_footer(rows),
         datatables=generate_init_offline_itables_html(dt_bundle),
-        cells_table=cells_table(rows),
+        cells_table=cells_table(rows, cell_href),
+        cell_pages_linked=not inline,
         cpu=cpu_table(cpu_rows) if cpu_rows else None,
         cell_pages=list(by_model.items()),
     )
@@ -289,7 +307,8 @@ def write_index(
         (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
     )
     svgs = {name: read_plot(path) for name, path in zip(PLOTS, (cycles, fit, roofline, pareto))}
-    pages = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text()) for cell in cells]
+    small = len(cells) <= INLINE_CELL_PAGES  # a large sweep's page links to them instead
+    pages = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text() if small else "") for cell in cells]
     page = render_index(
         rows,
         svgs,

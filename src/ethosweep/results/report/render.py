@@ -79,3 +79,9 @@ def render(template: str, **data) -> str:
 def block(name: str, *args) -> str:
     """One macro of _blocks.html, for a fragment another library places (a DataTables cell)."""
     return str(getattr(environment().get_template("_blocks.html").module, name)(*args))
+
+
+def fragment_of(page: str) -> str:
+    """The cell's section of its page (ethosweep.results.report.cells.standalone)."""
+    start, end = page.find("<!--cell-->"), page.rfind("<!--/cell-->")
+    return page[start + len("<!--cell-->") : end] if start >= 0 and end > start else page
