@@ -123,3 +123,5 @@ def test_the_report_load_benchmark_reaches_its_verdict(tmp_path):
     page = (tmp_path / "index.html").read_text()
     # past 300 cells the page links to each cell's own page, and the matrix has a column per target
     assert 'href="cells/model_00/int8/ethos-u55-128/' in page and 'id="cell-' not in page
+    # the first screen is what to pick: the tables of picks before the matrix of every model
+    assert page.index('<section class="pick">') < page.index('id="sweep-matrix"')

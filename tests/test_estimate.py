@@ -33,7 +33,7 @@ def test_a_run_is_its_longest_chain_or_its_work_over_the_cores(tmp_path):
 def test_an_unmeasured_stage_costs_its_median_on_this_machine():
     cold = estimate([Job("lower_to_tosa", None), Job("compile_with_vela", None, needs=[0])], 2, {})
     assert cold.seconds == STAGE_SECONDS["lower_to_tosa"] + STAGE_SECONDS["compile_with_vela"] and cold.measured == 0
-    assert "the stages' medians on this project's machine" in cold.said()
+    assert "the default matrix's stage costs on this project's machine" in cold.said()
 
 
 def test_durations_read_as_a_person_says_them():

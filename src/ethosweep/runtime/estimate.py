@@ -2,7 +2,7 @@
 
 Each job to run costs the CPU seconds its own log recorded last time (a job that ran before: after
 an edit, a tool upgrade), plus Snakemake's own time per job; else the median of its rule's jobs
-measured in this folder; else the stage's median measured on this project's machine (STAGE_SECONDS;
+measured in this folder; else the stage's mean in the default matrix on this project's machine (STAGE_SECONDS;
 docs/performance.md). CPU seconds, not wall: a job's wall time grows with what else ran beside it
 (8 jobs on 2 cores take 4 times as long each), its CPU time does not.
 The jobs are then scheduled as Snakemake does (ready jobs by priority onto the cores, each after the
@@ -18,25 +18,25 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Median wall seconds of a job of each rule, measured on this project's machine (2 cores, 24 GiB),
-# the deployed zoo's models at --cores 2 (docs/performance.md, "The deployed zoo"). A rule missing
-# here costs DEFAULT_SECONDS.
+# Mean CPU seconds of a job of each rule in the default matrix's first run on this project's machine
+# (2 cores, 28 November 2026): what a new user's first run costs. A folder's own logs replace them as
+# its jobs run; the deployed zoo's jobs cost 10 to 100 times these (docs/performance.md).
 STAGE_SECONDS = {
-    "export_model": 12.0,
-    "train_model": 10.0,
-    "quantize_model": 60.0,
-    "lower_to_tosa": 90.0,
-    "verify_numerics": 60.0,
-    "verify_fallbacks": 1.0,
-    "compile_with_vela": 2.0,
-    "plan_firmware": 1.0,
-    "bundle_deployment": 1.0,
-    "lower_cpu": 20.0,
-    "summarize_sweep": 10.0,
-    "map_operators": 10.0,
-    "report_cells": 20.0,
-    "report_plots": 20.0,
-    "report_index": 10.0,
+    "export_model": 1.1,
+    "train_model": 6.7,
+    "quantize_model": 2.8,
+    "lower_to_tosa": 8.6,
+    "verify_numerics": 6.7,
+    "verify_fallbacks": 0.1,
+    "compile_with_vela": 0.3,
+    "plan_firmware": 0.1,
+    "bundle_deployment": 0.1,
+    "lower_cpu": 10.5,
+    "summarize_sweep": 1.0,
+    "map_operators": 1.0,
+    "report_cells": 2.0,
+    "report_plots": 5.0,
+    "report_index": 1.0,
 }
 DEFAULT_SECONDS = 1.0
 # What a job costs beyond its stage's CPU: Snakemake starting its script, the script's imports, the
@@ -74,7 +74,7 @@ class Estimate:
             if self.measured == self.jobs
             else f"{self.measured:,} of {self.jobs:,} jobs' times measured here, the rest from the stages' medians"
             if self.measured
-            else "the stages' medians on this project's machine (2 cores, docs/performance.md)"
+            else "the default matrix's stage costs on this project's machine (2 cores); a folder's own as its jobs run"
         )
         return f"about {duration(self.seconds)} on {self.cores} core{'s' if self.cores != 1 else ''} ({source})"
 
