@@ -59,7 +59,10 @@ def inject(fault: str | None = None) -> None:
     if fault == "time limit":
         time.sleep(3600)
     if fault == "interrupt":
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: KeyboardInterrupt in this process
+        # Ctrl-C: KeyboardInterrupt in this process (Python's own handler: a test run started in the
+        # background of a non-interactive shell inherits SIGINT ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)
     if fault == "exit":
         sys.exit(3)

@@ -10,15 +10,14 @@ here is a functional check of the firmware (it loads, runs, gives the right numb
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from ethosweep.firmware.build_tools import build_tool
 from ethosweep.matrix.targets import CPU_BOARD
 from ethosweep.runtime.errors import StageError, fault_of_process
 from ethosweep.runtime.io import atomic_write_bytes, write_json
@@ -28,14 +27,6 @@ RUNNER_SOURCE = REPO / "firmware" / "runner"
 # The DDR window the linker script gives the runner (firmware/platform/mps3-an547; the vectors sit in ITCM).
 DDR_BYTES = 256 * 1024 * 1024
 POOL_HEADROOM = 64 * 1024  # runtime state (method, values, kernels' argument lists) beyond the planned buffers
-
-
-def build_tool(program: str) -> str:
-    """The CMake or Ninja locked in ethosweep's environment (uv.lock; firmware/sdk.py finds it the same
-    way), else the one on PATH (an environment made otherwise, e.g. with conda)."""
-    from ethosweep.firmware.sdk import environment_bins
-
-    return shutil.which(program, path=os.pathsep.join(environment_bins())) or program
 
 
 def toolchain_file(executorch_src: str | Path) -> Path:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from ethosweep.firmware.build_tools import environment_bins
 from ethosweep.matrix.targets import FVP_BY_FAMILY, family
 
 SETUP_HINT = (
@@ -222,21 +222,6 @@ def _ethos_u_sdk(root: Path | None, get_it: str) -> Component:
     if absent:
         return Component(name, None, f"missing {', '.join(absent)}", get_it)
     return Component(name, str(root))
-
-
-def environment_bins() -> list[str]:
-    """Where the locked build tools (cmake, ninja) are: the bin folder of the environment that installed
-    each (`uv run --with ...` runs in an overlay whose own bin folder changes from run to run: a path
-    found there would rerun what records it), else the interpreter's."""
-    bins = []
-    for dist in ("cmake", "ninja"):
-        try:
-            site = Path(str(metadata.distribution(dist).locate_file("")))
-        except metadata.PackageNotFoundError:
-            continue
-        bins.append(site.parents[2] / "bin")  # <env>/lib/pythonX.Y/site-packages
-    bins.append(Path(sys.executable).parent)
-    return [str(b) for b in dict.fromkeys(bins) if b.is_dir()]
 
 
 def _program(name: str, program: str, search_path: str, get_it: str) -> Component:
