@@ -27,6 +27,11 @@ def anchor(row: dict) -> str:
     return "cell-" + cell_id(row).replace("/", "-")
 
 
+def section_href(row: dict) -> str:
+    """A link to the cell's detail section on the page."""
+    return "#" + anchor(row)
+
+
 def colour(fraction: float) -> str:
     """The matrix's colour for a position 0..1 on its log scale."""
     fraction = min(max(fraction, 0.0), 1.0) * (len(COLOURS) - 1)
@@ -46,11 +51,10 @@ def dark(fraction: float) -> bool:
 MAX_MATRIX_COLUMNS = 16
 
 
-def sweep_matrix(rows: list[dict], cell_href=None) -> dict:
+def sweep_matrix(rows: list[dict], cell_href=section_href) -> dict:
     """Model (and scheme, when several) x (target, memory mode), grouped by task: each cell's Vela time
     and what to mark; with more than MAX_MATRIX_COLUMNS columns, a column per target (its fastest
     memory mode). `cell_href(row)`: where a cell's link goes (default: its section on the page)."""
-    href = cell_href or (lambda row: "#" + anchor(row))
     boards_of = defaultdict(list)
     for row in rows:
         if row.get("board"):
@@ -77,7 +81,7 @@ def sweep_matrix(rows: list[dict], cell_href=None) -> dict:
     for row in sorted(cells, key=_fastest_first):  # by target: its fastest memory mode first
         key = (label(row), column(row))
         if grid[key] is None or (by_target and grid[key]["ms"] is None and _compiled(row)):
-            grid[key] = _matrix_cell(row, boards_of[cell_id(row)], low, high, href(row), by_target)
+            grid[key] = _matrix_cell(row, boards_of[cell_id(row)], low, high, cell_href(row), by_target)
     return {
         "columns": [{"target": t, "memory_mode": m} for t, m in columns],
         "by_target": by_target,
@@ -125,17 +129,16 @@ def board_tables(
     boards: dict[str, dict],
     budget_ms: float | None,
     board_budgets: dict[str, float] | None,
-    cell_href=None,
+    cell_href=section_href,
 ) -> list[dict]:
     """Per board, then for the bare targets: a row per model (recommend's pick, in columns), grouped
     by task. `cell_href(row)`: where a cell's link goes (default: its section on the page)."""
-    href = cell_href or (lambda row: "#" + anchor(row))
     tables = []
     for section in recommend.board_sections(rows, boards, budget_ms, board_budgets):
-        tables.append(_table(section, boards[section.board], href))
+        tables.append(_table(section, boards[section.board], cell_href))
     bare = recommend.bare_section(rows, budget_ms)
     if bare:
-        tables.append(_table(bare, None, href))
+        tables.append(_table(bare, None, cell_href))
     return tables
 
 

@@ -158,14 +158,16 @@ def vela_versions(rows: list[dict], per_layer: dict[str, str] | None) -> dict | 
 INLINE_CELL_PAGES = 300
 
 
-def cell_linker(rows: list[dict]):
-    """Where a cell's links go: its section on the page, or, past INLINE_CELL_PAGES cells, its own page."""
-    if len(unique_cells(rows)) <= INLINE_CELL_PAGES:
-        return lambda row: "#" + glance.anchor(row)
-    return lambda row: f"cells/{cell_id(row)}.html"
+def inlines_cell_pages(cells: int) -> bool:
+    return cells <= INLINE_CELL_PAGES
 
 
-def cells_table(rows: list[dict], cell_href=None) -> str:
+def cell_linker(inline: bool):
+    """Where a cell's links go: its section on the page, or, when the pages are not inlined, its own page."""
+    return glance.section_href if inline else lambda row: f"cells/{cell_id(row)}.html"
+
+
+def cells_table(rows: list[dict], cell_href=glance.section_href) -> str:
     """Every summary row as a table that sorts and filters in the browser, offline.
 
     The table is DataTables, from the itables package (a maintained Python package that ships
@@ -195,7 +197,7 @@ def cells_table(rows: list[dict], cell_href=None) -> str:
             elif isinstance(value, str):
                 value = block("text", value)  # escaped: the table takes HTML
             record[label] = value
-        record["detail"] = block("detail_link", (cell_href or cell_linker(rows))(r))
+        record["detail"] = block("detail_link", cell_href(r))
         data.append(record)
     frame = pd.DataFrame(data, columns=[label for _, label in TABLE_COLUMNS] + ["detail"], dtype=object)
     text_columns = [i for i, (key, _) in enumerate(TABLE_COLUMNS) if key not in NUMBERS]
@@ -250,8 +252,8 @@ def render_index(
     from itables.options import dt_bundle
 
     picked = primary_rows(rows)
-    cell_href = cell_linker(rows)
-    inline = len(unique_cells(rows)) <= INLINE_CELL_PAGES
+    inline = inlines_cell_pages(len(unique_cells(rows)))
+    cell_href = cell_linker(inline)
     by_model = defaultdict(list)
     for cell, page in fragments if inline else []:
         by_model[cell["model"]].append(fragment_of(page))
@@ -307,7 +309,7 @@ def write_index(
         (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
     )
     svgs = {name: read_plot(path) for name, path in zip(PLOTS, (cycles, fit, roofline, pareto))}
-    small = len(cells) <= INLINE_CELL_PAGES  # a large sweep's page links to them instead
+    small = inlines_cell_pages(len(cells))  # a large sweep's page links to them instead
     pages = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text() if small else "") for cell in cells]
     page = render_index(
         rows,
