@@ -314,6 +314,31 @@ def test_deployment_bundles_hold_what_goes_on_the_board(tiny_sweep):
         rows(tiny_sweep, "alif-e8")["mnist", "ethos-u55-128", "Shared_Sram"]["deploy"]
         == f"results/deploy/alif-e8/{U55_CELL}"
     )
+    # a cell that does not fit its board: the bundle says so, and holds no program
+    small = tiny_sweep / "results/deploy/tiny-board" / U55_CELL
+    assert not (small / "model_pte.h").exists() and (small / "ethosweep.cmake").exists()
+    assert "`model_pte.h`: not written: the cell does not fit tiny-board" in (small / "README.md").read_text()
+
+
+def test_headers_only_in_bundles_write_none_per_cell(sweep_copy):
+    """`headers: bundles` (a zoo sweep, where a header per cell would fill the disk): no
+    results/header/, the Vela jobs rerun without writing one, and the bundle of a cell that fits its
+    board still holds the .pte's header, rendered from the .pte."""
+    from ethosweep.deploy.header import render_header
+
+    shutil.rmtree(sweep_copy / "results/header")
+    set_config(sweep_copy, headers="bundles")
+    planned = planned_jobs(sweep_copy)
+    assert planned["compile_with_vela"] == 6 and planned["bundle_deployment"] == 8, planned
+    snakemake(sweep_copy)
+    assert not (sweep_copy / "results/header").exists()
+    row = rows(sweep_copy)["mnist", "ethos-u55-128", "Shared_Sram"]
+    assert row["status"] == "ok" and row["header"] == ""
+    pte = f"results/vela/{U55_CELL}/model.pte"
+    symbol = "mnist_int8_ethos_u55_128_ethos_u55_high_end_embedded_shared_sram_pte"
+    header = (sweep_copy / "results/deploy/alif-e8" / U55_CELL / "model_pte.h").read_text()
+    assert header == render_header((sweep_copy / pte).read_bytes(), symbol, origin=pte)
+    assert f"const uint8_t {symbol}[" in header
 
 
 def test_a_real_lowering_discrepancy_is_flagged_in_the_summary_with_its_layer(sweep_copy):

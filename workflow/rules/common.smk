@@ -389,6 +389,23 @@ def cell_params(wildcards):
     return cell_record(cell_of(wildcards))
 
 
+# The .pte as a C header, per cell (`headers: cells`), or only in the bundles of cells that fit a
+# bare-metal board (`headers: bundles`): a header is about 5x its .pte, and a zoo's thousands of cells
+# would need hundreds of GB of them.
+HEADER = f"results/header/{CELL}/model_pte.h"
+HEADERS_PER_CELL = config.get("headers", "cells") == "cells"
+
+
+def header_output():
+    """The Vela job's header output, where each cell gets one."""
+    return {"header": ensure(HEADER, non_empty=True)} if HEADERS_PER_CELL else {}
+
+
+def vela_stages():
+    stages = ["ethosweep.vela.compile:compile_cell"]
+    return stages + ["ethosweep.deploy.header:write_header"] if HEADERS_PER_CELL else stages
+
+
 def header_symbol(wildcards):
     from ethosweep.deploy.header import symbol_for
 
@@ -419,7 +436,7 @@ def all_outputs():
         "results/report/index.html",
         *cell_paths(f"{COMPILED}/model.pte"),
         *cell_paths(f"{COMPILED}/summary.json"),
-        *cell_paths(f"results/header/{CELL}/model_pte.h"),
+        *(cell_paths(HEADER) if HEADERS_PER_CELL else []),
         *dict.fromkeys(verified_cell_paths(f"{VERIFY}/verify.json")),
         *bundles,
         *board_cell_paths(f"results/deploy/{{board}}/{CELL}"),

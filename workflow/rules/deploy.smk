@@ -2,7 +2,6 @@
 rule bundle_deployment:
     input:
         pte=f"{COMPILED}/model.pte",
-        header=f"results/header/{CELL}/model_pte.h",
         meta=f"{COMPILED}/compile.json",
         vela_summary=f"{COMPILED}/summary.json",
     output:
@@ -22,7 +21,8 @@ rule bundle_deployment:
         directories=["bundle"],
         board=board_params,
         cell=cell_params,
-        tools=stage_versions("ethosweep.deploy.deploy"),
-        code=code_version("ethosweep.deploy.deploy"),
+        symbol=header_symbol,
+        tools=stage_versions("ethosweep.deploy.deploy", "ethosweep.deploy.header"),
+        code=code_version("ethosweep.deploy.deploy", "ethosweep.deploy.header"),
     script:
         "../scripts/stage.py"

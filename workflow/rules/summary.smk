@@ -4,7 +4,7 @@ rule summarize_sweep:
         delegation=cell_paths(f"{LOWERED}/delegation.json"),
         vela_summary=cell_paths(f"{COMPILED}/summary.json"),
         pte=cell_paths(f"{COMPILED}/model.pte"),
-        header=cell_paths(f"results/header/{CELL}/model_pte.h"),
+        header=cell_paths(HEADER) if HEADERS_PER_CELL else [],
         verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
         # the verifications of what fallback cells compiled from (verify_fallbacks)
         fallback_report=verified_cell_paths(f"{VERIFY}/fallbacks.json"),

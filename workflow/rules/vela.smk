@@ -28,8 +28,8 @@ rule install_vela:
 # Per cell: Vela on each partition's TOSA with the cell's target, system config, memory mode
 # and options (ExecuTorch's own Vela entry point), and the cell's .pte assembled from the
 # profile's template (see ethosweep/vela/compile.py): a cell's only compile work. The same job
-# then writes the .pte's C header (ethosweep/deploy/header.py): as a job of its own it cost a
-# cell as much as Vela (process start-up), and it is keyed by the cell just the same.
+# then writes the .pte's C header (ethosweep/deploy/header.py; `headers: cells`): as a job of its
+# own it cost a cell as much as Vela (process start-up), and it is keyed by the cell just the same.
 rule compile_with_vela:
     input:
         template=of_profile(f"{LOWERED}/template.pte"),
@@ -40,12 +40,15 @@ rule compile_with_vela:
         quantized=of_profile(f"results/quantize/{PROFILE}/quantized.pt2"),
         vela_ini=custom_vela_ini,
         vela_env=cell_vela_env,
+    # fmt: off
+    # (the header last: a failure record names the first output, the .pte, to --forcerun)
     output:
         pte=ensure(f"{COMPILED}/model.pte", non_empty=True),
         summary=f"{COMPILED}/summary.json",
         per_layer=f"{COMPILED}/per_layer.csv",
         meta=f"{COMPILED}/compile.json",
-        header=ensure(f"results/header/{CELL}/model_pte.h", non_empty=True),
+        **header_output(),
+    # fmt: on
     log:
         f"logs/vela/{CELL}.log",
     benchmark:
@@ -60,7 +63,7 @@ rule compile_with_vela:
         # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
         mem_mb=1500,
     params:
-        stage=["ethosweep.vela.compile:compile_cell", "ethosweep.deploy.header:write_header"],
+        stage=vela_stages(),
         vela=cell_vela_options,
         repro=cell_repro_folder,
         symbol=header_symbol,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ethosweep.deploy.header import render_header
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.runtime.integrity import verify
 from ethosweep.runtime.io import atomic_write_text, read_json
@@ -65,17 +66,20 @@ def run_script(board, cell: dict) -> str:
 
 
 def bundle_deployment(
-    board: dict, cell: dict, pte: str, header: str, meta: str, vela_summary: str, bundle: str
+    board: dict, cell: dict, pte: str, meta: str, vela_summary: str, bundle: str, symbol: str
 ) -> dict:
-    """Write the deployment bundle folder of one cell on one board."""
+    """Write the deployment bundle folder of one cell on one board. The program (the .pte, or its C
+    header rendered here) goes in only where the cell fits the board: a zoo sweep has thousands of
+    board cells, and a header of what cannot run there is gigabytes of nothing."""
     board = board_from_params(board)
     lowered, vela = read_json(meta), read_json(vela_summary)["cell"]
-    verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
+    data = verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
     out = Path(bundle)
     out.mkdir(parents=True, exist_ok=True)
     verdict = fit(board, cell["memory_mode"], lowered["pte_bytes"], vela, lowered["planned_buffer_bytes"])
     if board.runtime == "linux-aarch64":
-        shutil.copyfile(pte, out / "model.pte")
+        if verdict.fits:
+            shutil.copyfile(pte, out / "model.pte")
         atomic_write_text(out / "run_on_board.sh", run_script(board, cell))
         (out / "run_on_board.sh").chmod(0o755)
         files = {
@@ -88,7 +92,8 @@ def bundle_deployment(
             "through the Linux Ethos-U driver (/dev/ethosu0)."
         )
     else:
-        shutil.copyfile(header, out / "model_pte.h")
+        if verdict.fits:
+            atomic_write_text(out / "model_pte.h", render_header(data, symbol, origin=str(pte)))
         atomic_write_text(out / "ethosweep.cmake", cmake_snippet(board, cell, lowered, vela))
         files = {
             "model_pte.h": "the .pte as a C array in section network_model_sec",
@@ -99,6 +104,9 @@ def bundle_deployment(
             "(`cmake -C ethosweep.cmake ...` or backends/arm/scripts/build_executor_runner.sh with the same "
             "--target/--system_config/--memory_mode) and link the header into it."
         )
+    if not verdict.fits:
+        program = next(iter(files))
+        files[program] = f"not written: the cell does not fit {board.name} (its .pte: {pte})"
     readme = "\n".join(
         [
             f"# {cell['model']} on {board.name}",

@@ -597,6 +597,7 @@ def summarize(
     plans = firmware_plan or [None] * len(cells)
     verify_report = verify_report or [None] * len(cells)  # numerics.verify off
     fallback_report = fallback_report or [None] * len(cells)
+    header = header or [""] * len(cells)  # `headers: bundles`
     fvp_run = dict(zip(fvp_cells or [], fvp_run or [], strict=True))
     npu_runner = dict(zip(npu_runner_cells or [], npu_runner or [], strict=True))
     states = npu_runner_state or [None] * len(cells)
