@@ -222,7 +222,7 @@ def test_without_sdk_every_cell_says_what_firmware_and_fvp_lack(tiny_sweep):
         assert float(row["runner_method_pool_kib"]) > 0 and row["fvp_npu_cycles"] == ""
     assert not list((tiny_sweep / "results").glob("firmware/*/*/*/arm_executor_runner"))
     # the terminal table says it once, not once per cell
-    from ethosweep.results.summary import format_table
+    from ethosweep.results.terminal import format_table
 
     footer = format_table(rows).splitlines()
     cells = {tuple(r[k] for k in ("model", "quantization", "target", "system_config", "memory_mode")) for r in rows}

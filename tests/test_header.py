@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep.deploy.header import render_header, symbol_for
+from ethosweep.deploy.c_array import render_header, symbol_for
 
 CROSS = shutil.which("arm-none-eabi-gcc")
 COMPILER = CROSS or shutil.which("gcc")

@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from ethosweep.results import summary as ethosweep_summary
+from ethosweep.results import terminal as ethosweep_terminal
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
 from ethosweep.runtime import estimate as ethosweep_estimate
@@ -401,13 +402,8 @@ def header_output():
     return {"header": ensure(HEADER, non_empty=True)} if HEADERS_PER_CELL else {}
 
 
-def vela_stages():
-    stages = ["ethosweep.vela.compile:compile_cell"]
-    return stages + ["ethosweep.deploy.header:write_header"] if HEADERS_PER_CELL else stages
-
-
 def header_symbol(wildcards):
-    from ethosweep.deploy.header import symbol_for
+    from ethosweep.deploy.c_array import symbol_for
 
     parts = (wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode)
     return symbol_for(*parts, *filter(None, [wildcards.vela_tag]))
@@ -514,7 +510,7 @@ def fvp_cells():
 def print_summary_table():
     if Path(SUMMARY).exists():
         rows = read_summary_csv(SUMMARY)
-        table = ethosweep_summary.format_table(rows)
+        table = ethosweep_terminal.format_table(rows)
         print(f"\n{table}\n\nFull table: {SUMMARY}\nReport: results/report/index.html", file=sys.stderr)
     cpu_lines = format_cpu_lines(CPU_SUMMARY) if SWEEP.cpu_cells else ""
     if cpu_lines:

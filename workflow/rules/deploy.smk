@@ -22,7 +22,7 @@ rule bundle_deployment:
         board=board_params,
         cell=cell_params,
         symbol=header_symbol,
-        tools=stage_versions("ethosweep.deploy.deploy", "ethosweep.deploy.header"),
-        code=code_version("ethosweep.deploy.deploy", "ethosweep.deploy.header"),
+        tools=stage_versions("ethosweep.deploy.deploy"),
+        code=code_version("ethosweep.deploy.deploy"),
     script:
         "../scripts/stage.py"

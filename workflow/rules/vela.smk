@@ -63,7 +63,7 @@ rule compile_with_vela:
         # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
         mem_mb=1500,
     params:
-        stage=vela_stages(),
+        stage=["ethosweep.vela.compile:compile_cell", "ethosweep.deploy.header:write_header"],
         vela=cell_vela_options,
         repro=cell_repro_folder,
         symbol=header_symbol,

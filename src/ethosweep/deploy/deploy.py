@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ethosweep.deploy.header import render_header
+from ethosweep.deploy.c_array import render_header
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.runtime.integrity import verify
 from ethosweep.runtime.io import atomic_write_text, read_json

@@ -1,0 +1,146 @@
+"""The summary as the terminal shows it at the end of a run: the matrix at a glance, then what
+failed, what does not fit and what the numerics found. Torch-free."""
+
+from __future__ import annotations
+
+from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON, cell_id, firmware_footer, number
+
+
+def format_table(rows: list[dict]) -> str:
+    """The matrix at a glance, for the terminal."""
+    several_velas = len({r.get("vela_version") for r in rows}) > 1
+    headers = [
+        "model",
+        "q",
+        "target",
+        "memory mode",
+        *(["Vela"] if several_velas else []),
+        "board",
+        "status",
+        "NPU/CPU ops",
+        "Vela cycles",
+        "ms",
+        "SRAM KiB",
+        "flash+DRAM KiB",
+        ".pte KiB",
+        "fit",
+        "top-1 float/NPU",
+        "NPU vs quant",
+        "vs float",
+    ]
+    lines = []
+    for r in rows:
+        ok = r.get("status") in COMPILED  # its figures are Vela's
+        flash = sum(
+            number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib")
+        )
+        lines.append(
+            [
+                r["model"],
+                r["quantization"],
+                r["target"],
+                r["memory_mode"],
+                *([r.get("vela_version", "")] if several_velas else []),
+                r.get("board", ""),
+                r["status"]
+                if r.get("status") != "ok" or not r.get("reason")
+                else "ok (fallback)"
+                if r["reason"].startswith("fallback:")
+                else f"ok ({r.get('delegation')})",
+                f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
+                f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
+                if ok and r.get("vela_cycles_total") not in ("", None)
+                else "",
+                _table_ms(number(r.get("vela_inference_ms"), 0.0)) + ("+CPU" if npu_part_only(r) else "")
+                if ok and r.get("vela_inference_ms") not in ("", None)
+                else "",
+                f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+                f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
+                f"{number(r.get('pte_bytes'), 0.0) / 1024:.1f}" if ok else "",
+                _fit_cell(r) if ok else "",
+                f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}"
+                if ok and r.get("top1_npu") not in ("", None)
+                else "",
+                _numerics_cell(r) if ok else "",
+                r.get("vs_float", "") if ok else "",
+            ]
+        )
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
+    first_number = headers.index("NPU/CPU ops")
+    fmt = "  ".join(f"{{:{'>' if i >= first_number else '<'}{w}}}" for i, w in enumerate(widths))
+    out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
+    out += [fmt.format(*line) for line in lines]
+    failed = [r for r in rows if r.get("status") != "ok"]
+    out.append("")
+    cells = {cell_id(r) for r in rows}
+    failed_cells = {cell_id(r) for r in failed}
+    on_boards = f" ({len(rows)} rows: a cell appears once per board it is on)" if len(rows) != len(cells) else ""
+    out.append(
+        f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
+        "cycles and memory are Vela's compiler estimates."
+    )
+    if any(npu_part_only(r) for r in rows):
+        out.append(
+            "  ms+CPU: the NPU part's time; the operators left on the CPU are not timed (CPU time not estimated)"
+        )
+    for r in failed:
+        vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
+        out.append(
+            f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}{vela}: "
+            f"{r.get('reason', '')}"
+        )
+    if failed:
+        out.append(
+            "  Failures are recorded: a rerun keeps them until what they depend on changes (the model, the "
+            "config, the code, the tools); to retry them anyway: uv run snakemake --cores 8 --forcerun "
+            "$(uv run ethosweep failed)"
+        )
+    for r in rows:
+        if r.get("fit", "").startswith("does not fit"):
+            out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
+    # numerics are verified per model and TOSA profile: one line per model and finding
+    found: dict[tuple, set] = {}
+    for r in rows:
+        if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
+            key = (r["numerics"], r["model"], r["quantization"], r.get("numerics_reason", ""))
+            found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
+    if any(r.get("numerics") == NOT_VERIFIED for r in rows):
+        out.append(f"  numerics: {NOT_VERIFIED} ({NOT_VERIFIED_REASON})")
+    for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
+        targets = ", ".join(sorted({t for t, _ in cells}))
+        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")
+    out += firmware_footer(rows)
+    return "\n".join(out)
+
+
+def _fit_cell(row: dict) -> str:
+    verdict = row.get("fit", "")
+    if not verdict:
+        return ""
+    if verdict == "fits":
+        return "fits"
+    return "NO: " + ", ".join(part.split(" needs")[0] for part in verdict.removeprefix("does not fit: ").split("; "))
+
+
+def npu_part_only(row: dict) -> bool:
+    """Whether a compiled cell leaves work to the CPU, so that Vela's time covers only its NPU part."""
+    return number(row.get("cpu_ops"), 0.0) > 0
+
+
+def _table_ms(value: float) -> str:
+    """Three decimals, as the plots' labels: "<0.001" rather than "0.000" for a cell that takes time."""
+    return "<0.001" if 0 < value < 0.0005 else f"{value:.3f}"
+
+
+def _pct(value) -> str:
+    return f"{100 * number(value, 0.0):.1f}%"
+
+
+def _numerics_cell(row: dict) -> str:
+    """The NPU's verdict in a few words: 'identical', 'within 1 step', 'ok (9 steps)', or the verdict."""
+    verdict, steps = row.get("numerics", ""), number(row.get("max_error_steps"), 0.0)
+    if verdict == "within tolerance":
+        return f"within {steps:g} step"
+    if verdict == "ok":
+        return f"ok ({steps:g} steps)"
+    return verdict
