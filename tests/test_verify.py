@@ -758,3 +758,33 @@ def test_a_partly_delegated_cell_whose_partition_reads_none_of_its_inputs_is_ver
     assert {"aten_gt_tensor", "aten_where_self"} <= set(delegation["cpu_reasons"])
     assert record["verdict"] == "identical", record["reason"]
     assert record["metrics"]["max_error_steps"] == 0
+
+
+def test_a_sum_that_starts_at_a_literal_zero_is_paired_only_with_what_the_npu_computed(tmp_path):
+    """tests/models/plus_zero.py: re-parameterisable blocks as timm writes them, `out = scale_out + 0`
+    then `out += conv(x)`. Which tensor does the NPU compute for the `+ 0`? The lowering keeps it: a
+    TOSA ADD of the branch and a constant, named after the add. In int8 its sum is rescaled to the
+    add's own int8 activation (paired with that, and identical); in a16w8 the sum goes on in int32
+    into the next add, so no TOSA tensor holds the add's activation: it is paired with none (never
+    with a neighbour), and nothing is flagged there."""
+    from ethosweep.runtime.io import read_json
+
+    for scheme in ("int8", "a16w8"):
+        work = tmp_path / scheme
+        work.mkdir()
+        record = pipeline(work, "tests/models/plus_zero.py", "pz", scheme=scheme)
+        sources = read_json(work / "pz_lowered" / "tosa_sources.json")[0]
+        (plus_zero,) = [t for t, r in sources.items() if t.startswith("tosa_add") and r["sources"] == ["add"]]
+        # one operand is the 0: a constant (ExecuTorch's names for them), through the input's rescale
+        operands = [i for o in sources[plus_zero]["inputs"] for i in [o, *sources.get(o, {}).get("inputs", [])]]
+        assert any("frozen_param" in i or "pre_computed" in i for i in operands), operands
+        located = locate_again(work, "pz")
+        layers = {layer["layer"]: layer for layer in located["layers"]}
+        if scheme == "int8":
+            assert record["verdict"] == "identical", record["reason"]
+            assert layers["add"]["own_steps"] == 0
+        else:
+            assert record["verdict"] in PASSED, record["reason"]
+            unpaired = {u["layer"]: u for u in located["unpaired"]}
+            assert "add" not in layers and "add" in unpaired, located["unpaired"]
+        assert located["problem"] is None
