@@ -57,7 +57,7 @@ def cluster(tmp_path_factory):
     started.stop()
 
 
-def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
+def slurm_run(workdir: Path, cluster, env: dict | None = None) -> subprocess.CompletedProcess:
     """The cluster command of docs/clusters.md, plus what this test cluster needs: it has 2 CPUs per
     node, no accounting database (so job states come from squeue), and fast polling."""
     command = snakemake_command(
@@ -73,12 +73,17 @@ def slurm_run(workdir: Path, cluster) -> subprocess.CompletedProcess:
         "--slurm-keep-successful-logs",
         cores=os.cpu_count(),
     )
-    return subprocess.run(command, capture_output=True, text=True, env=cluster.env, cwd=workdir, timeout=1800)
+    return subprocess.run(
+        command, capture_output=True, text=True, env={**cluster.env, **(env or {})}, cwd=workdir, timeout=1800
+    )
 
 
 def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
+    """With the store (ETHOSWEEP_CACHE) in the cluster's shared folder, as docs/clusters.md sets it:
+    the cluster's jobs fill it, and a local run of the same config takes its stages from it."""
+    store = {"ETHOSWEEP_CACHE": str(cluster.root / "shared" / "store")}
     on_slurm = make_workdir(tmp_path / "slurm", CONFIG)
-    proc = slurm_run(on_slurm, cluster)
+    proc = slurm_run(on_slurm, cluster, env=store)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
 
@@ -95,9 +100,13 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
     group_log = group_logs[0].read_text()
     assert "rule compile_with_vela:" in group_log  # the cells' Vela (and header) jobs, as one SLURM job
 
-    # The same config run locally produces the same bytes.
+    # The same config run locally takes the cluster's exports, quantizations, lowerings and
+    # verifications from the store, and compiles the same bytes.
     local = make_workdir(tmp_path / "local", CONFIG)
-    snakemake(local)
+    snakemake(local, env=store)
+    for stage in ("export", "quantize", "lower", "verify"):
+        logs = [p for p in (local / "logs" / stage).rglob("*.log") if ".fallbacks" not in p.name]
+        assert len(logs) == 2 and all("ethosweep: taken from the cache: " in p.read_text() for p in logs), stage
     for relative in COMPARED:
         assert (on_slurm / relative).read_bytes() == (local / relative).read_bytes(), relative
     cycles = [line for line in (on_slurm / "results/summary.csv").read_text().splitlines() if "mnist" in line]
