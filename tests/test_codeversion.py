@@ -23,6 +23,7 @@ def test_each_stage_hashes_its_own_module_and_what_it_imports():
     assert "ethosweep.compile.lower" not in codeversion.closure("ethosweep.vela.compile")
     assert set(codeversion.closure("ethosweep.deploy.header")) == {
         "ethosweep.deploy.header",
+        "ethosweep.deploy.c_array",
         "ethosweep.runtime.integrity",
         "ethosweep.runtime.errors",
         "ethosweep.runtime.io",
