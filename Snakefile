@@ -18,6 +18,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/messages.smk"
+include: "workflow/rules/runners.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/quantize.smk"

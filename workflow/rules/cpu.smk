@@ -4,22 +4,6 @@
 # mps3-an547 platform layer) and the QEMU run enter the DAG only where SDK.cpu_firmware_ready()
 # and QEMU is found, and results/cpu/summary.csv says per cell what is missing.
 CPU_CELL = "{model}/{quant}/{cpu}"
-CPU_SUMMARY = "results/cpu/summary.csv"
-
-
-def cpu_cell_paths(pattern):
-    """`pattern` (with {model}, {quant}, {cpu}) for every CPU-only cell."""
-    return [pattern.format(model=c.model, quant=c.quant, cpu=c.cpu) for c in SWEEP.cpu_cells]
-
-
-def cpu_qemu_ready():
-    return SDK.cpu_firmware_ready() and SDK.components["qemu"].ok
-
-
-def sdk_path(key):
-    """A path from the config's `sdk` section, absolute (jobs may run elsewhere), or None."""
-    value = config.get("sdk", {}).get(key)
-    return str(Path(os.path.expanduser(value)).resolve()) if value else None
 
 
 rule lower_cpu:

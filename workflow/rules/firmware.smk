@@ -3,49 +3,6 @@
 # The plan is written everywhere; build and run jobs exist only where SDK.firmware_ready()
 # and the FVP are found (ethosweep.firmware.sdk), and the summary says per cell what is missing.
 
-# ethosweep's own NPU runner per cell (workflow/rules/firmware.smk, link_npu_runner)
-NPU_RUNNER = f"results/firmware/cells/{CELL}"
-
-
-def npu_runner_state(cell):
-    return ethosweep_targets.npu_runner_state(cell.target, SDK.npu_runner_line())
-
-
-def npu_runner_cells():
-    """The cells whose NPU runner this machine links (Ethos-U55/U65, driver sources configured)."""
-    return [c for c in SWEEP.cells if npu_runner_state(c) == "ready"]
-
-
-RUNNER = "{target}/{system_config}/{memory_mode}"
-
-
-def runner_cells(wildcards):
-    return SWEEP.cells_of(
-        target=wildcards.target, system_config=wildcards.system_config, memory_mode=wildcards.memory_mode
-    )
-
-
-def runner_cell_paths(pattern):
-    return lambda wildcards: cell_paths(pattern, runner_cells(wildcards))
-
-
-FIRMWARE_PLAN = "results/firmware/{target}/{system_config}/{memory_mode}/plan.json"
-FIRMWARE_ELF = "results/firmware/{target}/{system_config}/{memory_mode}/arm_executor_runner"
-
-
-def fvp_program(wildcards):
-    """What the FVP hands the runner: the BundleIO program with `numerics.bundleio`, else the .pte."""
-    if numerics("bundleio"):
-        return f"results/bundle/{CELL}/model.bpte".format(**wildcards)
-    return f"{COMPILED}/model.pte".format(**wildcards)
-
-
-def fvp_cells():
-    """The cells this machine can run on an FVP (firmware buildable, the family's FVP found)."""
-    if not SDK.firmware_ready():
-        return []
-    return [c for c in SWEEP.cells if SDK.fvp(c.target).ok]
-
 
 rule check_sdk:
     output:
