@@ -10,7 +10,6 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from ethosweep.results import summary as ethosweep_summary
 from ethosweep.results import terminal as ethosweep_terminal
 from ethosweep.results.table import read_summary_csv
 from ethosweep.matrix import targets as ethosweep_targets
