@@ -78,8 +78,9 @@ def bundle_deployment(
     out.mkdir(parents=True, exist_ok=True)
     verdict = fit(board, cell["memory_mode"], lowered["pte_bytes"], vela, lowered["planned_buffer_bytes"])
     if board.runtime == "linux-aarch64":
+        program = "model.pte"
         if verdict.fits:
-            shutil.copyfile(pte, out / "model.pte")
+            shutil.copyfile(pte, out / program)
         atomic_write_text(out / "run_on_board.sh", run_script(board, cell))
         (out / "run_on_board.sh").chmod(0o755)
         files = {
@@ -92,8 +93,9 @@ def bundle_deployment(
             "through the Linux Ethos-U driver (/dev/ethosu0)."
         )
     else:
+        program = "model_pte.h"
         if verdict.fits:
-            atomic_write_text(out / "model_pte.h", render_header(data, symbol, origin=str(pte)))
+            atomic_write_text(out / program, render_header(data, symbol, origin=str(pte)))
         atomic_write_text(out / "ethosweep.cmake", cmake_snippet(board, cell, lowered, vela))
         files = {
             "model_pte.h": "the .pte as a C array in section network_model_sec",
@@ -105,7 +107,6 @@ def bundle_deployment(
             "--target/--system_config/--memory_mode) and link the header into it."
         )
     if not verdict.fits:
-        program = next(iter(files))
         files[program] = f"not written: the cell does not fit {board.name} (its .pte: {pte})"
     readme = "\n".join(
         [
