@@ -23,7 +23,8 @@ from ethosweep.compile.datasets import load_splits
 from ethosweep.compile.quantize import quantize_exported
 from ethosweep.verify import chain
 from ethosweep.verify.layers import is_exact
-from ethosweep.verify.verdicts import PASSED, Evidence, Thresholds, judge, random_samples_needed
+from ethosweep.verify.tolerances import Thresholds
+from ethosweep.verify.verdicts import PASSED, Evidence, judge, random_samples_needed
 from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ethosweep.verify.layers import activation_bits, is_dequantize, is_quantize, layer_sources, operator_kind
-from ethosweep.verify.verdicts import Thresholds
+from ethosweep.verify.tolerances import Thresholds
 
 
 def output_scales(graph_module) -> list[float | None]:
