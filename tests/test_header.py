@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ethosweep.deploy.c_array import render_header, symbol_for
+from ethosweep.deploy.c_array import render_header
+from ethosweep.matrix.cell import symbol_for
 
 CROSS = shutil.which("arm-none-eabi-gcc")
 COMPILER = CROSS or shutil.which("gcc")

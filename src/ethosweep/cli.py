@@ -26,8 +26,9 @@ import os
 import sys
 from pathlib import Path
 
+from ethosweep.matrix.cell import cell_id
 from ethosweep.results import vela_versions as vv
-from ethosweep.results.table import cell_id, number, read_summary_csv
+from ethosweep.results.table import number, read_summary_csv
 from ethosweep.runtime.provenance import TOOLS
 
 COMPARED = (

@@ -402,10 +402,7 @@ def header_output():
 
 
 def header_symbol(wildcards):
-    from ethosweep.deploy.c_array import symbol_for
-
-    parts = (wildcards.model, wildcards.quant, wildcards.target, wildcards.system_config, wildcards.memory_mode)
-    return symbol_for(*parts, *filter(None, [wildcards.vela_tag]))
+    return cell_of(wildcards).symbol
 
 
 # ---- targets and end-of-run reporting ----------------------------------------

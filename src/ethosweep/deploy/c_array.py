@@ -1,23 +1,14 @@
 """A .pte as a C array, like ExecuTorch's pte_to_header.py: 16-byte aligned, in section
 `network_model_sec` (the runner's linker scripts place that section), `const uint8_t` with a length
-constant, its names from the cell so that several cells' headers link into one image. Written by
-the header stage for each cell and by the deploy stage into a board's bundle."""
+constant, named by the cell's C symbol (Cell.symbol) so that several cells' headers link into one
+image. Written by the header stage for each cell and by the deploy stage into a board's bundle."""
 
 from __future__ import annotations
 
 import hashlib
-import re
 
 SECTION = "network_model_sec"
 BYTES_PER_LINE = 16
-
-
-def symbol_for(*parts: str) -> str:
-    """A C identifier from the cell's parts: 'mnist', 'ethos-u55-128', ... -> 'mnist_ethos_u55_128_..._pte'."""
-    name = "_".join(re.sub(r"[^0-9A-Za-z]+", "_", p).strip("_").lower() for p in parts)
-    if not name or name[0].isdigit():
-        name = "m_" + name
-    return f"{name}_pte"
 
 
 def render_header(data: bytes, symbol: str, origin: str = "", section: str = SECTION) -> str:

@@ -18,6 +18,7 @@ import yaml
 
 from ethosweep.matrix import boards as bd
 from ethosweep.matrix import targets as tg
+from ethosweep.matrix.cell import Cell, CpuCell, VelaOptions
 from ethosweep.matrix.models import InputSpec, ModelSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -30,77 +31,12 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class VelaOptions:
-    optimise: str = tg.VELA_DEFAULT_OPTIMISE
-    arena_cache_size: int | None = None
-    config: str | None = None  # custom vela.ini, None = Vela's built-in Arm/vela.ini
-    # what Vela refuses is kept on the CPU and the rest compiled (ethosweep.vela.compile)
-    fallback: bool = True
-
-    def as_params(self) -> dict[str, Any]:
-        params = {"optimise": self.optimise, "arena_cache_size": self.arena_cache_size, "config": self.config}
-        # only when off: a cell with the default keeps the params (and the outputs) it had
-        return params if self.fallback else {**params, "fallback": False}
-
-
-@dataclass(frozen=True)
-class Cell:
-    model: str
-    quant: str
-    target: str
-    system_config: str
-    memory_mode: str
-    vela: VelaOptions = VelaOptions()
-    # None: the Vela installed with ExecuTorch (uv.lock), run in-process; else another version,
-    # run from an environment of its own (ethosweep.vela.environment)
-    vela_version: str | None = None
-
-    @property
-    def vela_tag(self) -> str:
-        """'' for the installed Vela, '@vela-<version>' for another: what the cell's path adds, so
-        the installed version's cells keep their paths whether or not other versions are swept."""
-        return "" if self.vela_version is None else f"@vela-{self.vela_version}"
-
-    @property
-    def effective_vela_version(self) -> str:
-        return self.vela_version or tg.installed_vela_version()
-
-    @property
-    def id(self) -> str:
-        """The cell's path below each stage's results folder."""
-        return "/".join((self.model, self.quant, self.target, self.system_config, self.memory_mode)) + self.vela_tag
-
-    @property
-    def tosa_profile(self) -> str:
-        return tg.tosa_profile(self.target)
-
-    @property
-    def label(self) -> str:
-        """How messages name the cell."""
-        label = f"{self.model} [{self.quant}] on {self.target} / {self.system_config} / {self.memory_mode}"
-        return label + (f" with Vela {self.vela_version}" if self.vela_version else "")
-
-
-@dataclass(frozen=True)
 class TargetEntry:
     target: str
     system_config: str
     vela: VelaOptions
     ini: tg.VelaIni
     vela_versions: tuple[str | None, ...] = (None,)
-
-
-@dataclass(frozen=True)
-class CpuCell:
-    """A model compiled for a CPU alone (no NPU): ExecuTorch's Cortex-M backend."""
-
-    model: str
-    quant: str
-    cpu: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}/{self.quant}/{self.cpu}"
 
 
 @dataclass

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from ethosweep.compile.kernels import will_not_load
 from ethosweep.matrix.boards import board_from_params, fit
+from ethosweep.matrix.cell import cell_id
 from ethosweep.results.table import (
     KEY_COLUMNS,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
     cell_delegation,
-    cell_id,
     verification_of,
 )
 from ethosweep.runtime.io import atomic_write_text, read_json

@@ -11,6 +11,7 @@ import math
 import re
 from pathlib import Path
 
+from ethosweep.matrix.cell import Cell, cell_id
 from ethosweep.runtime.io import read_json
 from ethosweep.runtime.outcome import describe, failure_of
 
@@ -81,22 +82,11 @@ def number(value, default=math.nan):
         return default
 
 
-def cell_id(cell: dict) -> str:
-    """A cell's path below each stage's results folder: model/quant/target/system config/memory mode,
-    and '@vela-<version>' for a cell of another Vela version than the installed one.
-
-    Takes a cell record (key "id") or a summary row (column "cell"; older summaries have neither)."""
-    if cell.get("id") or cell.get("cell"):
-        return cell.get("id") or cell["cell"]
-    quant = cell["quant"] if "quant" in cell else cell["quantization"]
-    return "/".join((cell["model"], quant, cell["target"], cell["system_config"], cell["memory_mode"]))
-
-
 def primary_rows(rows: list[dict]) -> list[dict]:
     """The rows of the Vela installed with ExecuTorch: what the picks and plots show when a sweep
     also compiles with other Vela versions (their cells' ids end in '@vela-<version>'). A sweep of
     other versions only keeps all its rows."""
-    installed = [r for r in rows if "@vela-" not in cell_id(r)]
+    installed = [r for r in rows if Cell.of(r).vela_version is None]
     return installed or rows
 
 

@@ -3,7 +3,8 @@ failed, what does not fit and what the numerics found. Torch-free."""
 
 from __future__ import annotations
 
-from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON, cell_id, firmware_footer, number
+from ethosweep.matrix.cell import cell_id
+from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON, firmware_footer, number
 
 
 def format_table(rows: list[dict]) -> str:

@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ethosweep.results.table import cell_id, number
+from ethosweep.matrix.cell import Cell, cell_id
+from ethosweep.results.table import number
 
 # What is compared, and how each change is named when it is worse.
 FIGURES = (
@@ -176,7 +177,7 @@ def compare_versions(
     versions = versions_in(rows)
     if len(versions) < 2:
         return []
-    installed = {r["vela_version"] for r in rows if r.get("vela_version") and "@vela-" not in cell_id(r)}
+    installed = {r["vela_version"] for r in rows if r.get("vela_version") and Cell.of(r).vela_version is None}
     base_version = base_version or (installed.pop() if len(installed) == 1 else versions[0])
     by_version: dict[str, dict[tuple, dict]] = defaultdict(dict)
     for row in rows:

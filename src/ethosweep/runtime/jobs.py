@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ethosweep.matrix.cell import VELA_TAG
 from ethosweep.runtime import cache
 from ethosweep.runtime.binding import job_items
 from ethosweep.runtime.outcome import describe, failure_record, first_failure, stage_of_log, write_failure
@@ -53,7 +54,7 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     of another Vela version ends in '@vela-<version>', as its path does)."""
     if not wildcards:
         return rule
-    return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/@vela-", "@vela-")
+    return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/" + VELA_TAG, VELA_TAG)
 
 
 def run_rule(smk: Any) -> None:

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
+from ethosweep.matrix.cell import Cell, cell_id
 from ethosweep.results import advice as adv
 from ethosweep.results.report.figures import inline_svg, plot_layer_errors
 from ethosweep.results.report.glance import anchor
@@ -22,7 +23,6 @@ from ethosweep.results.table import (
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
     cell_delegation,
-    cell_id,
     number,
     verification_of,
 )
@@ -152,9 +152,10 @@ SHOWN_METRICS = (
 )
 
 
-def title(cell: dict) -> str:
-    title = f"{cell['model']} · {cell['quant']} · {cell['target']} · {cell['system_config']} · {cell['memory_mode']}"
-    return title + (f" · Vela {cell['vela_version']}" if "@vela-" in cell_id(cell) else "")
+def title(record: dict) -> str:
+    cell = Cell.of(record)
+    title = f"{cell.model} · {cell.quant} · {cell.target} · {cell.system_config} · {cell.memory_mode}"
+    return title + (f" · Vela {cell.vela_version}" if cell.vela_version else "")
 
 
 def render_cell(detail: dict) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from ethosweep.matrix.cell import cell_id
 from ethosweep.results import recommend
-from ethosweep.results.table import cell_id, number, unique_cells
+from ethosweep.results.table import number, unique_cells
 
 # YlOrRd, the colour map the cycles plot uses, at five stops: fast cells pale, slow ones dark
 COLOURS = ((255, 255, 204), (254, 217, 118), (253, 141, 60), (227, 26, 28), (128, 0, 38))

@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from ethosweep.matrix.cell import cell_id
 from ethosweep.results.report import glance
 from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_plot
 from ethosweep.results.report.render import block, fmt, fragment_of, render
@@ -18,7 +19,6 @@ from ethosweep.results.table import (
     COMPILED,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
-    cell_id,
     firmware_footer,
     number,
     primary_rows,
