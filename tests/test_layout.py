@@ -4,10 +4,12 @@ imports another, one name per stage, and the tree is clean under ruff and snakef
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -52,15 +54,46 @@ def stages() -> dict[str, tuple[list[str], list[str] | None]]:
 
 
 def signature(target: str) -> dict[str, bool]:
-    """A stage function's parameters -> whether it has a default (read, not imported: no torch)."""
+    """A stage function's parameters -> whether it has a default (read, not imported: no torch); a
+    parameter that is a dataclass counts as its fields, as ethosweep.runtime.binding binds them."""
     module, _, function = target.partition(":")
     tree = ast.parse(codeversion.module_path(module).read_text())
     (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
     positional = node.args.args
     defaults = [False] * (len(positional) - len(node.args.defaults)) + [True] * len(node.args.defaults)
-    found = dict(zip((a.arg for a in positional), defaults))
-    found |= {a.arg: d is not None for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)}
+    arguments = list(zip(positional, defaults))
+    arguments += [(a, d is not None) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)]
+    found = {}
+    for argument, has_default in arguments:
+        fields = dataclass_fields(tree, argument.annotation)
+        if fields is None:
+            found[argument.arg] = has_default
+        else:
+            found |= {name: field_default or has_default for name, field_default in fields.items()}
     return found
+
+
+def dataclass_fields(tree: ast.Module, annotation: ast.expr | None) -> dict[str, bool] | None:
+    """The binding's names of the dataclass an annotation names (its `prefix` + each field) -> whether
+    the field has a default; None if the annotation names no dataclass of this package."""
+    name = annotation.id if isinstance(annotation, ast.Name) else None
+    for statement in tree.body if name else []:
+        if isinstance(statement, ast.ImportFrom) and name in {a.name for a in statement.names}:
+            if not (statement.module or "").startswith("ethosweep."):
+                return None
+            return dataclass_fields(ast.parse(codeversion.module_path(statement.module).read_text()), annotation)
+        decorated = isinstance(statement, ast.ClassDef) and statement.name == name and statement.decorator_list
+        if decorated and "dataclass" in ast.unparse(statement.decorator_list[0]):
+            fields, prefix = {}, ""
+            for item in statement.body:
+                if not isinstance(item, ast.AnnAssign) or not isinstance(item.target, ast.Name):
+                    continue
+                if "ClassVar" in ast.unparse(item.annotation):
+                    prefix = ast.literal_eval(item.value) if item.target.id == "prefix" else prefix
+                    continue
+                fields[item.target.id] = item.value is not None
+            return {prefix + field: default for field, default in fields.items()}
+    return None
 
 
 def stage_modules() -> set[str]:
@@ -145,6 +178,37 @@ def test_binding_takes_lists_optional_files_and_settings_by_name():
     assert bind(stage, job) == {"summary": "s.csv", "pte": ["a.pte"], "weights": None, "seed": 3, "min_cosine": 0.9}
     with pytest.raises(BindingError, match="gives input.summary and output.summary"):
         bind(stage, {**job, "input": {**job["input"], "summary": "x"}}, "rule r")
+    with pytest.raises(BindingError, match="gives no summary, which stage\\(\\) needs"):
+        bind(stage, {**job, "output": {}}, "rule r")
+
+
+@dataclasses.dataclass(frozen=True)
+class Files:
+    summary: str
+    pte: list[str]
+    weights: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Other:
+    prefix: typing.ClassVar[str] = "same_as_"
+    report: str | None = None
+
+
+def test_binding_builds_a_dataclass_from_the_items_named_as_its_fields():
+    from ethosweep.runtime.binding import BindingError, bind
+
+    def stage(files: Files, other: Other = Other(), seed: int = 0):
+        return None
+
+    job = {
+        "input": {"pte": "a.pte", "weights": [], "same_as_report": "u55.json"},
+        "output": {"summary": "s.csv"},
+        "params": {"settings": {"seed": 3}},
+    }
+    assert bind(stage, job) == {"files": Files("s.csv", ["a.pte"], None), "other": Other("u55.json"), "seed": 3}
+    alone = {**job, "input": {"pte": "a.pte"}}
+    assert bind(stage, alone) == {"files": Files("s.csv", ["a.pte"], None), "seed": 3}  # other: its default
     with pytest.raises(BindingError, match="gives no summary, which stage\\(\\) needs"):
         bind(stage, {**job, "output": {}}, "rule r")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.kernels import will_not_load
@@ -432,47 +433,50 @@ def recorded_outputs(*paths: str | None) -> list[str]:
     return list(dict.fromkeys(record["output"] for record in records if record and record.get("output")))
 
 
-def summarize(
-    cells: list[dict],
-    compile_meta: list[str],
-    delegation: list[str],
-    vela_summary: list[str],
-    pte: list[str],
-    header: list[str],
-    verify_report: list[str],
-    summary: str,
-    fallback_report: list[str] | None = None,
-    firmware_plan: list[str] | None = None,
-    fvp_run: list[str] | None = None,
-    npu_runner: list[str] | None = None,
-    npu_runner_state: list[str] | None = None,
-    fvp_cells: list[str] | None = None,
-    npu_runner_cells: list[str] | None = None,
-) -> list[dict]:
-    """Write results/summary.csv from every cell's stage outputs (lists in matrix order; `fvp_run`
-    and `npu_runner` for the cells that ran on an FVP or linked a runner, `fvp_cells` and
-    `npu_runner_cells` their ids)."""
-    plans = firmware_plan or [None] * len(cells)
-    verify_report = verify_report or [None] * len(cells)  # numerics.verify off
-    fallback_report = fallback_report or [None] * len(cells)
-    header = header or [""] * len(cells)  # `headers: bundles`
-    fvp_run = dict(zip(fvp_cells or [], fvp_run or [], strict=True))
-    npu_runner = dict(zip(npu_runner_cells or [], npu_runner or [], strict=True))
-    states = npu_runner_state or [None] * len(cells)
+@dataclass(frozen=True)
+class CellOutputs:
+    """Every cell's stage outputs, lists in matrix order (summary.smk's inputs): empty where the run
+    has none of a kind (`headers: bundles`, `numerics.verify: false`, no firmware)."""
+
+    compile_meta: list[str]
+    delegation: list[str]
+    vela_summary: list[str]
+    pte: list[str]
+    header: list[str] = ()
+    verify_report: list[str] = ()
+    fallback_report: list[str] = ()
+    firmware_plan: list[str] = ()
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The cells that ran on an FVP or linked an NPU runner: their records and their ids, and each
+    cell's runner state (None where it has none)."""
+
+    fvp_run: list[str] = ()
+    fvp_cells: list[str] = ()
+    npu_runner: list[str] = ()
+    npu_runner_cells: list[str] = ()
+    npu_runner_state: list = ()
+
+
+def summarize(cells: list[dict], outputs: CellOutputs, summary: str, runs: Runs = Runs()) -> list[dict]:
+    """Write results/summary.csv from every cell's stage outputs."""
+    missing = [None] * len(cells)
+    fvp_run = dict(zip(runs.fvp_cells, runs.fvp_run, strict=True))
+    npu_runner = dict(zip(runs.npu_runner_cells, runs.npu_runner, strict=True))
+    per_cell = (
+        outputs.compile_meta,
+        outputs.delegation,
+        outputs.vela_summary,
+        outputs.pte,
+        outputs.header or [""] * len(cells),
+        outputs.verify_report or missing,
+        outputs.fallback_report or missing,
+    )
+    plans, states = outputs.firmware_plan or missing, runs.npu_runner_state or missing
     rows = []
-    for cell, plan, state, *paths in zip(
-        cells,
-        plans,
-        states,
-        compile_meta,
-        delegation,
-        vela_summary,
-        pte,
-        header,
-        verify_report,
-        fallback_report,
-        strict=True,
-    ):
+    for cell, plan, state, *paths in zip(cells, plans, states, *per_cell, strict=True):
         # the cell's Vela job carries the failure of any stage before it, or its own
         record = failure_of(paths[0])
         if record is not None:

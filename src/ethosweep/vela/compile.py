@@ -204,61 +204,74 @@ def scratch_bytes(payloads: list[bytes]) -> int:
 
 
 def compile_cell(
-    template: str,
-    lower_meta: str,
-    target: str,
-    system_config: str,
-    memory_mode: str,
-    vela: dict,
-    pte: str,
-    summary: str,
-    per_layer: str,
-    meta: str,
-    repro: str,
+    lowering: Lowering,
+    cell: CellSettings,
+    files: CellFiles,
     vela_version: str | None = None,
     vela_env: str | None = None,
-    tosa_sources: str | None = None,
-    quantized: str | None = None,
-    profile: str | None = None,
-    keep_on_cpu: list[dict] = (),
     fallback: bool | None = None,
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
-    `repro`: the folder a Vela failure leaves its reproducer in (removed after a success).
     `vela_version`, `vela_env`: another Vela version than the installed one, and the env.json of
     its environment (ethosweep.vela.environment); None compiles with the installed Vela.
-    `tosa_sources`: the lower stage's record of where each TOSA tensor comes from, to name the
-    operators Vela refuses in the model's terms (ethosweep.vela.refusals).
-    `quantized`, `profile`, `keep_on_cpu`, `fallback`: when Vela refuses operators and `fallback`
-    is on (default: the cell's `vela.fallback`, on unless the config turns it off), the quantized
-    program is lowered again for the profile with them kept on the CPU (beside what the model's
-    config keeps there), and the cell compiles from that lowering (ethosweep.vela.fallback).
+    `fallback`: when Vela refuses operators and it is on (default: the cell's `vela.fallback`, on
+    unless the config turns it off), the quantized program is lowered again for the profile with them
+    kept on the CPU (beside what the model's config keeps there), and the cell compiles from that
+    lowering (ethosweep.vela.fallback).
     """
+    vela = cell.vela
     fallback = vela.get("fallback", True) if fallback is None else fallback
     environment = _vela_environment(vela_env, vela_version)
     versions = {**tool_versions(), "vela": vela_version or tool_versions()["vela"]}
-    lowered = read_json(lower_meta)
-    program = Program.of_template(
-        verify(template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage"), lowered
-    )
-    cell = CellSettings(target, system_config, memory_mode, vela)
-    run = VelaRun(cell.flags, cell.where, environment["vela"] if environment else None, vela_version, Path(repro), vela)
+    lowered = read_json(lowering.lower_meta)
+    template = verify(lowering.template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
+    program = Program.of_template(template, lowered)
+    environment_vela = environment["vela"] if environment else None
+    run = VelaRun(cell.flags, cell.where, environment_vela, vela_version, Path(files.repro), vela)
+    sources = read_json(lowering.tosa_sources) if lowering.tosa_sources else None
     try:
-        compiled = Compiled(program, *run.compile_all(program.tosas, read_json(tosa_sources) if tosa_sources else None))
+        compiled = Compiled(program, *run.compile_all(program.tosas, sources))
     except VelaFailure as refused:
-        if not (fallback and quantized and refused.kept_nodes):
+        if not (fallback and lowering.quantized and refused.kept_nodes):
             raise
-        fell_back = compile_by_fallback(refused, quantized, profile, list(keep_on_cpu), run, versions["vela"])
+        kept = list(lowering.keep_on_cpu)
+        fell_back = compile_by_fallback(refused, lowering.quantized, lowering.profile, kept, run, versions["vela"])
         compiled = Compiled(Program.of_fallback(fell_back), fell_back.payloads, fell_back.rows, fell_back.layers)
         compiled.fallback = fell_back.record
     pte_bytes = assemble_pte(compiled.program.template, compiled.payloads, cell.compile_specs)
     if compiled.fallback is None:  # a reproducer of an earlier failure no longer applies
-        shutil.rmtree(repro, ignore_errors=True)
-    outputs = {"pte": pte, "summary": summary, "per_layer": per_layer, "meta": meta}
-    record = _write_cell(outputs, cell, compiled, pte_bytes, versions, environment)
+        shutil.rmtree(files.repro, ignore_errors=True)
+    record = _write_cell(files, cell, compiled, pte_bytes, versions, environment)
     _log_estimate(aggregate(compiled.rows), len(pte_bytes))
     return record
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What a cell compiles from: the lower stage's template program and record; the record of where
+    each TOSA tensor comes from, to name what Vela refuses in the model's terms
+    (ethosweep.vela.refusals); and for a fallback, the quantized program, its TOSA profile and what
+    the model's config keeps on the CPU."""
+
+    template: str
+    lower_meta: str
+    tosa_sources: str | None = None
+    quantized: str | None = None
+    profile: str | None = None
+    keep_on_cpu: list[dict] = ()
+
+
+@dataclass(frozen=True)
+class CellFiles:
+    """What the Vela job writes for a cell; `repro`: the folder a Vela failure leaves its reproducer in
+    (removed after a success)."""
+
+    pte: str
+    summary: str
+    per_layer: str
+    meta: str
+    repro: str
 
 
 @dataclass(frozen=True)
@@ -329,7 +342,12 @@ def _vela_environment(vela_env: str | None, vela_version: str | None) -> dict | 
 
 
 def _write_cell(
-    outputs: dict, cell: CellSettings, compiled: Compiled, pte_bytes: bytes, versions: dict, environment: dict | None
+    outputs: CellFiles,
+    cell: CellSettings,
+    compiled: Compiled,
+    pte_bytes: bytes,
+    versions: dict,
+    environment: dict | None,
 ) -> dict:
     """The cell's outputs: Vela's reports (summary.json, per_layer.csv), the .pte and its record (with
     the CPU kernels its operators need: ethosweep.compile.kernels)."""
@@ -338,9 +356,9 @@ def _write_cell(
     figures = aggregate(compiled.rows)
     if figures:
         figures["layout"] = layout_work(compiled.layers, figures["cycles_total"])
-    atomic_write_text(outputs["per_layer"], _layers_csv(compiled.layers))
+    atomic_write_text(outputs.per_layer, _layers_csv(compiled.layers))
     write_json(
-        outputs["summary"],
+        outputs.summary,
         {
             "source": "Vela compiler estimate (not a measurement)",
             "vela_flags": cell.flags,
@@ -351,7 +369,7 @@ def _write_cell(
             **fallback,
         },
     )
-    atomic_write_bytes(outputs["pte"], pte_bytes)
+    atomic_write_bytes(outputs.pte, pte_bytes)
     program = compiled.program
     record = {
         "target": cell.target,
@@ -380,7 +398,7 @@ def _write_cell(
         # the environment another Vela version ran from: its lock pins every package
         **({"vela_environment": {k: environment[k] for k in ("lock_sha256", "packages")}} if environment else {}),
     }
-    write_json(outputs["meta"], record)
+    write_json(outputs.meta, record)
     return record
 
 

@@ -106,30 +106,32 @@ def cell(
 ) -> dict:
     """The vela stage on a lowering, for one cell, into a folder; its record. `options`: compile_cell's
     (vela, tosa_sources, quantized, ...)."""
-    from ethosweep.vela.compile import compile_cell
+    from ethosweep.vela.compile import CellFiles, CellSettings, Lowering, compile_cell
 
     into.mkdir(parents=True, exist_ok=True)
+    lowering = {k: options.pop(k) for k in ("tosa_sources", "quantized", "profile", "keep_on_cpu") if k in options}
     return compile_cell(
-        template=str(lowered / "template.pte"),
-        lower_meta=str(lowered / "lower.json"),
-        target=target,
-        system_config=system_config,
-        memory_mode=memory_mode,
-        vela=options.pop("vela", {}),
-        pte=str(into / "model.pte"),
-        summary=str(into / "summary.json"),
-        per_layer=str(into / "per_layer.csv"),
-        meta=str(into / "compile.json"),
-        repro=str(into / "repro"),
+        Lowering(str(lowered / "template.pte"), str(lowered / "lower.json"), **lowering),
+        CellSettings(target, system_config, memory_mode, options.pop("vela", {})),
+        CellFiles(
+            *(str(into / name) for name in ("model.pte", "summary.json", "per_layer.csv", "compile.json", "repro"))
+        ),
         **options,
     )
 
 
 def verify(folder: Path, name: str, lowered: Path, **options) -> dict:
-    """The verify stage on `<name>.pt2` and its lowering; its record. `options`: verify_numerics's."""
+    """The verify stage on `<name>.pt2` and its lowering; its record. `options`: as the verify rule
+    names them (NumericsSettings's fields, quantize_meta, delegation, same_as_*)."""
+    from ethosweep.verify.job import NumericsSettings, OtherVerification, VerifyFiles
     from ethosweep.verify.numerics import verify_numerics
 
-    return verify_numerics(
+    other = {
+        k.removeprefix(OtherVerification.prefix): options.pop(k) for k in list(options) if k.startswith("same_as_")
+    }
+    own = {k: options.pop(k) for k in ("quantize_meta", "delegation", "repro") if k in options}
+
+    files = VerifyFiles(
         program=str(folder / "program.pt2"),
         quantized=str(folder / f"{name}.pt2"),
         inputs=str(folder / "inputs.pt"),
@@ -138,5 +140,6 @@ def verify(folder: Path, name: str, lowered: Path, **options) -> dict:
         tosa_sources=str(lowered / "tosa_sources.json"),
         report=str(folder / f"{name}.json"),
         bundle_io=str(folder / f"{name}_io.pt"),
-        **options,
+        **own,
     )
+    return verify_numerics(files, NumericsSettings(**options), OtherVerification(**other))

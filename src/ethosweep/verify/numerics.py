@@ -20,6 +20,7 @@ against the TOSA every cell's .pte was compiled from.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -38,13 +39,13 @@ from ethosweep.runtime.integrity import verify as verify_artifact
 from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
 from ethosweep.runtime.outcome import failure_of
 from ethosweep.runtime.provenance import tool_versions
+from ethosweep.verify.job import NumericsSettings, OtherVerification, VerifyFiles
 from ethosweep.verify.locate import (
     locate,
 )
 from ethosweep.verify.metrics import compare, output_scales, output_tolerances
 from ethosweep.verify.quantization_loss import layer_report
 from ethosweep.verify.reference import NpuInterpreter, flat, in_fork, npu_outputs
-from ethosweep.verify.tolerances import Thresholds
 from ethosweep.verify.verdicts import Evidence, judge, random_samples_needed
 
 log = logging.getLogger(__name__)
@@ -58,109 +59,89 @@ def tosa_partitions(graph_module) -> list[bytes]:
     ]
 
 
-def profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, other: dict) -> str | None:
+def profile_verified_alike(files: VerifyFiles, other: OtherVerification) -> str | None:
     """The other profile, if its verification verified what this one would: the same quantized
     program (the quantize stage took the other profile's, `same_as`), byte-identical TOSA
     partitions delegating the same operators (the same delegation table and TOSA tensor sources),
     so the same three paths run on the same samples. (The edge programs differ only in the
     delegates' compile specs and ids.) Any record of a failure among them: not alike (None)."""
-    paths = [quantize_meta, lower_meta, tosa_sources, delegation, *other.values()]
+    paths = [files.quantize_meta, files.lower_meta, files.tosa_sources, files.delegation, *dataclasses.astuple(other)]
     if not all(paths) or any(failure_of(path) is not None for path in paths):
         return None
-    if "same_as" not in read_json(quantize_meta):
+    if "same_as" not in read_json(files.quantize_meta):
         return None
-    ours, theirs = read_json(lower_meta), read_json(other["lower_meta"])
+    ours, theirs = read_json(files.lower_meta), read_json(other.lower_meta)
     alike = (
         all(ours.get(key) == theirs.get(key) for key in ("partitions", "delegated", "planned_buffer_bytes"))
-        and read_json(tosa_sources) == read_json(other["tosa_sources"])
-        and read_json(delegation) == read_json(other["delegation"])
+        and read_json(files.tosa_sources) == read_json(other.tosa_sources)
+        and read_json(files.delegation) == read_json(other.delegation)
     )
     return theirs.get("tosa_profile") if alike else None
 
 
-def _take_verification(other: dict, profile: str, report: str, bundle_io: str, started: float) -> dict:
-    record = read_json(other["report"])
+def _take_verification(other: OtherVerification, profile: str, files: VerifyFiles, started: float) -> dict:
+    record = read_json(other.report)
     record["same_as"] = f"the {profile} profile's verification (same quantized program, TOSA partitions and delegation)"
     record["seconds"] = {"load": 0.0, "total": round(time.perf_counter() - started, 2)}
-    atomic_write_bytes(bundle_io, Path(other["bundle_io"]).read_bytes())
-    write_json(report, record)
-    log.info("verified: the same as the other profile's verification (%s)", other["report"])
+    atomic_write_bytes(files.bundle_io, Path(other.bundle_io).read_bytes())
+    write_json(files.report, record)
+    log.info("verified: the same as the other profile's verification (%s)", other.report)
     return record
 
 
-def _other_profile(**paths: str | None) -> dict | None:
-    """The other profile's verification files, if the workflow gives them (all or none)."""
-    return paths if all(paths.values()) else None
-
-
 def verify_numerics(
-    program: str,
-    quantized: str,
-    inputs: str,
-    edge: str,
-    lower_meta: str,
-    tosa_sources: str,
-    report: str,
-    bundle_io: str,
-    dataset=None,
-    classifier: bool | None = None,
-    seed: int = 0,
-    evaluation_samples: int = 500,
-    random_samples: int = 40,
-    min_agreement: float = 0.99,
-    max_error_steps: float = 1.0,
-    min_cosine: float = 0.9,
-    max_relative_error: float = 0.15,
-    bundle_samples: int = 4,
-    max_error_steps_int16: dict | None = None,
-    quantize_meta: str | None = None,
-    delegation: str | None = None,
-    same_as_report: str | None = None,
-    same_as_bundle_io: str | None = None,
-    same_as_lower_meta: str | None = None,
-    same_as_tosa_sources: str | None = None,
-    same_as_delegation: str | None = None,
-    repro: str | None = None,
+    files: VerifyFiles, settings: NumericsSettings, same_as: OtherVerification = OtherVerification()
 ) -> dict:
     """Verify one (model, scheme, TOSA profile): metrics, a verdict (ethosweep.verify.verdicts) and, where the
     NPU path differs from the quantized model, the layer where it starts (ethosweep.verify.locate).
-    `same_as_*`: another profile's verification (its report, bundle_io, lower_meta, tosa_sources and
-    delegation), taken where it verified the same thing (see profile_verified_alike). `repro`: where a
-    crash of the TOSA reference model leaves its reproducer (default: `repro/` beside the report)."""
+    `same_as`: another profile's verification, taken where it verified the same thing (see
+    profile_verified_alike)."""
     started = time.perf_counter()
-    same_as = _other_profile(
-        report=same_as_report,
-        bundle_io=same_as_bundle_io,
-        lower_meta=same_as_lower_meta,
-        tosa_sources=same_as_tosa_sources,
-        delegation=same_as_delegation,
-    )
-    alike = same_as and profile_verified_alike(quantize_meta, lower_meta, tosa_sources, delegation, same_as)
+    alike = same_as.given() and profile_verified_alike(files, same_as)
     if alike:
-        return _take_verification(same_as, alike, report, bundle_io, started)
-    thresholds = Thresholds(
-        max_error_steps=max_error_steps,
-        min_agreement=min_agreement,
-        min_cosine=min_cosine,
-        max_relative_error=max_relative_error,
-        max_error_steps_int16=dict(max_error_steps_int16 or {}),
-    )
-    paths = ThreePaths.load(program, quantized, edge, lower_meta)
-    example_inputs = load_tensors(inputs)
-    is_classifier = classifier if classifier is not None else _has_labels(dataset, example_inputs, seed)
+        return _take_verification(same_as, alike, files, started)
+    thresholds = settings.thresholds()
+    paths = ThreePaths.load(files.program, files.quantized, files.edge, files.lower_meta)
+    example_inputs = load_tensors(files.inputs)
+    is_classifier = settings.classifier
+    if is_classifier is None:
+        is_classifier = _has_labels(settings.dataset, example_inputs, settings.seed)
     # fixed before any output is looked at: an interval read at a number of samples chosen by what it
     # showed would not hold its coverage
-    count, why = random_samples_needed(random_samples, is_classifier, thresholds)
+    count, why = random_samples_needed(settings.random_samples, is_classifier, thresholds)
     loaded_in = time.perf_counter() - started
-    untrained = untrained_weights(paths.exported.state_dict)
-    has_data = RANDOM if dataset == RANDOM else dataset is not None
-
-    sampled = Sampled(paths, example_inputs, dataset, seed, evaluation_samples, repro or Path(report).parent / "repro")
+    repro = files.repro or Path(files.report).parent / "repro"
+    sampled = Sampled(paths, example_inputs, settings.dataset, settings.seed, settings.evaluation_samples, repro)
     sampled.draw(count)
+    held_out = f"{len(sampled.samples)} held-out samples (numerics.evaluation_samples)"
+    record = _measured(paths, sampled, files, settings, thresholds, is_classifier, why if sampled.cheap else held_out)
+    record["seconds"] = {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)}
+    record["versions"] = tool_versions()
+    buffer = io.BytesIO()
+    inputs, expected = sampled.samples[: settings.bundle_samples], sampled.outputs[1][: settings.bundle_samples]
+    torch.save({"inputs": inputs, "expected": [tuple(o) for o in expected]}, buffer)
+    atomic_write_bytes(files.bundle_io, buffer.getvalue())
+    write_json(files.report, record)
+    log.info(
+        "verified on %s in %.1f s: %s; %s: %s; quantization: %s",
+        record["data"],
+        record["seconds"]["total"],
+        {k: v for k, v in record["metrics"].items() if v is not None and not isinstance(v, (list, dict))},
+        record["verdict"].upper(),
+        record["reason"],
+        record["quantization"]["verdict"],
+    )
+    return record
+
+
+def _measured(
+    paths, sampled, files: VerifyFiles, settings: NumericsSettings, thresholds, is_classifier: bool, sampling: str
+) -> dict:
+    """The metrics on the drawn samples, the layer tables, the location of any difference and the two
+    verdicts: the record without its timings."""
     scales, allowed = output_scales(paths.npu_module), output_tolerances(paths.quant_module, thresholds)
     metrics = sampled.metrics(scales, is_classifier, allowed)
-    samples, labels, described = sampled.samples, sampled.labels, sampled.described
-    float_out, quant_out, npu_out = sampled.outputs
+    samples = sampled.samples
     with torch.no_grad():
         layers = layer_report(paths.float_module, paths.quant_module, samples)
     worst = sorted(
@@ -169,15 +150,18 @@ def verify_numerics(
     worst_sample = metrics.pop("worst_sample", None)
     location = None
     if metrics.get("max_error_steps"):  # any difference: where it comes from, on the sample where it is largest
-        location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], read_json(tosa_sources))
+        sources = read_json(files.tosa_sources)
+        location = locate_on(paths.npu_module, paths.quant_module, samples[worst_sample], sources)
+    untrained = untrained_weights(paths.exported.state_dict)
+    has_data = RANDOM if settings.dataset == RANDOM else settings.dataset is not None
     evidence = Evidence(has_data, untrained, worst[0] if worst else None)
     verdict = judge(metrics, location, thresholds, is_classifier, evidence)
-    record = {
-        "data": described,
+    return {
+        "data": sampled.described,
         "samples": len(samples),
-        "sampling": why if sampled.cheap else f"{len(samples)} held-out samples (numerics.evaluation_samples)",
+        "sampling": sampling,
         "classifier": is_classifier,
-        "classifier_evidence": _classifier_evidence(classifier, labels),
+        "classifier_evidence": _classifier_evidence(settings.classifier, sampled.labels),
         "untrained_weights": untrained,
         **verdict.as_dict(),
         "metrics": metrics,
@@ -189,22 +173,7 @@ def verify_numerics(
             for i, b in enumerate(tosa_partitions(paths.npu_module))
         ],
         "thresholds": thresholds.__dict__,
-        "seconds": {"load": round(loaded_in, 2), "total": round(time.perf_counter() - started, 2)},
-        "versions": tool_versions(),
     }
-    buffer = io.BytesIO()
-    torch.save({"inputs": samples[:bundle_samples], "expected": [tuple(o) for o in quant_out[:bundle_samples]]}, buffer)
-    atomic_write_bytes(bundle_io, buffer.getvalue())
-    write_json(report, record)
-    log.info(
-        "verified on %s in %.1f s: %s; %s%s",
-        described,
-        record["seconds"]["total"],
-        {k: v for k, v in metrics.items() if v is not None and not isinstance(v, (list, dict))},
-        verdict.npu.verdict.upper(),
-        f": {verdict.npu.detail}; quantization: {verdict.quantization.verdict}",
-    )
-    return record
 
 
 class Sampled:
@@ -342,7 +311,7 @@ def verify_fallbacks(
     program: str,
     quantized: str,
     inputs: str,
-    **settings,
+    settings: NumericsSettings,
 ) -> dict:
     """Verify the lowerings the profile's fallback cells compiled from (what Vela refused kept on the
     CPU: ethosweep.vela.fallback), as verify_numerics verifies the profile's own: the NPU partitions on
@@ -358,8 +327,8 @@ def verify_fallbacks(
         if fallback:
             key = json.dumps(fallback["keep_on_cpu"], sort_keys=True)
             lowerings.setdefault(key, {"keep_on_cpu": fallback["keep_on_cpu"], "cells": []})["cells"].append(cell)
-    settings = {"program": program, "quantized": quantized, "inputs": inputs, **settings}
-    verifications = [_verify_lowering(entry, profile, settings) for entry in lowerings.values()]
+    models = {"program": program, "quantized": quantized, "inputs": inputs}
+    verifications = [_verify_lowering(entry, profile, models, settings) for entry in lowerings.values()]
     record = {"verifications": verifications, "versions": tool_versions()}
     write_json(report, record)
     log.info(
@@ -370,7 +339,7 @@ def verify_fallbacks(
     return record
 
 
-def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
+def _verify_lowering(entry: dict, profile: str, models: dict, settings: NumericsSettings) -> dict:
     """One fallback lowering, lowered again (the Vela job kept no edge program) and verified in a
     folder of its own; what the summary and the report need of it. With a store set
     (ethosweep.runtime.cache), taken from it when it holds this verification: the same programs,
@@ -379,13 +348,13 @@ def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
     from ethosweep.runtime.codeversion import code_version
     from ethosweep.runtime.packages import stage_versions
 
-    files = {name: cache.content_digest(settings[name]) for name in ("program", "quantized", "inputs")}
-    dataset = settings.get("dataset")
+    files = {name: cache.content_digest(path) for name, path in models.items()}
+    dataset = settings.dataset
     if isinstance(dataset, dict) and dataset.get("path"):  # the model's own data files
         files["dataset"] = cache.content_digest(dataset["path"])
     parts = {
         "files": files,
-        "settings": {k: v for k, v in settings.items() if k not in files},
+        "settings": dataclasses.asdict(settings),
         "profile": profile,
         "keep_on_cpu": entry["keep_on_cpu"],
         "code": code_version("ethosweep.verify.numerics"),
@@ -395,30 +364,31 @@ def _verify_lowering(entry: dict, profile: str, settings: dict) -> dict:
     verified = cache.remembered(
         "fallback verification",
         parts,
-        lambda: {"record": json.dumps(_verified_lowering(entry, profile, settings)).encode()},
+        lambda: {"record": json.dumps(_verified_lowering(entry, profile, models, settings)).encode()},
     )
     return {"cells": entry["cells"], **json.loads(verified["record"])}
 
 
-def _verified_lowering(entry: dict, profile: str, settings: dict) -> dict:
+def _verified_lowering(entry: dict, profile: str, models: dict, settings: NumericsSettings) -> dict:
     import tempfile
 
     from ethosweep.compile.lowering import lower_quantized
 
     with tempfile.TemporaryDirectory(prefix="ethosweep-fallback-") as folder:
-        lowered = lower_quantized(settings["quantized"], profile, entry["keep_on_cpu"])
+        lowered = lower_quantized(models["quantized"], profile, entry["keep_on_cpu"])
         edge, sources, meta = Path(folder, "edge.pt2"), Path(folder, "tosa_sources.json"), Path(folder, "lower.json")
         atomic_write_bytes(edge, lowered.edge)
         write_json(sources, lowered.sources)
         write_json(meta, {"edge_bytes": len(lowered.edge), "edge_sha256": hashlib.sha256(lowered.edge).hexdigest()})
-        record = verify_numerics(
+        files = VerifyFiles(
+            **models,
             edge=str(edge),
             lower_meta=str(meta),
             tosa_sources=str(sources),
             report=str(Path(folder, "verify.json")),
             bundle_io=str(Path(folder, "bundle_io.pt")),
-            **settings,
         )
+        record = verify_numerics(files, settings)
     kept = (
         "verdict",
         "reason",

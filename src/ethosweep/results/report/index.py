@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.matrix.cell import cell_id
@@ -235,18 +236,47 @@ def numerics_heading(rows: list[dict]) -> str:
     return "the NPU path against the quantized model: " + ", ".join(shown)
 
 
+@dataclass(frozen=True)
+class Plots:
+    """The four plots' SVG files (report.smk's plots)."""
+
+    cycles: str
+    fit: str
+    roofline: str
+    pareto: str
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What the page reads beside the summary, where the sweep has it: the CPU cells' summary, every
+    cell's per-layer report (several Vela versions: the layer whose cycles moved most) and the
+    operator map's two tables."""
+
+    cpu_summary: str | None = None
+    per_layer: list[str] | None = None
+    operators: str | None = None
+    operator_models: str | None = None
+
+
+@dataclass(frozen=True)
+class Picking:
+    """What the first screen picks for: the boards, the latency budgets, and what the page opens on."""
+
+    boards: dict[str, dict] | None = None
+    latency_budget_ms: float | None = None
+    board_latency_budget_ms: dict[str, float] | None = None
+    opens_on: str = "pick"
+
+
 def render_index(
     rows: list[dict],
     plots: dict[str, str],
     fragments: list[tuple[dict, str]],
     sweep_text: str,
     cpu_rows: list[dict] | None = None,
-    boards: dict[str, dict] | None = None,
-    budget_ms: float | None = None,
-    board_budgets: dict[str, float] | None = None,
     per_layer: dict[str, str] | None = None,
     operators: tuple[list[dict], list[dict]] | None = None,
-    opens_on: str = "pick",
+    picking: Picking = Picking(),
 ) -> str:
     from itables.javascript import generate_init_offline_itables_html
     from itables.options import dt_bundle
@@ -266,9 +296,11 @@ def render_index(
         cells_unrunnable=len(unique_cells([r for r in rows if r["status"] in COMPILED[1:]])),
         placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith("does not fit")),
         numerics_heading=numerics_heading(rows),
-        opens_on=opens_on,
+        opens_on=picking.opens_on,
         matrix=glance.sweep_matrix(picked, cell_href),
-        boards=glance.board_tables(picked, boards or {}, budget_ms, board_budgets, cell_href),
+        boards=glance.board_tables(
+            picked, picking.boards or {}, picking.latency_budget_ms, picking.board_latency_budget_ms, cell_href
+        ),
         operators=operator_map(*operators) if operators else None,
         versions=vela_versions(rows, per_layer),
         plots=[{"name": n, "svg": inline_svg(plots[n]), "caption": CAPTIONS[n]} for n in PLOTS],
@@ -284,44 +316,23 @@ def render_index(
 
 def write_index(
     summary: str,
-    cycles: str,
-    fit: str,
-    roofline: str,
-    pareto: str,
+    plots: Plots,
     cells: list[dict],
     cell_pages: str,
     sweep_text: str,
     index: str,
-    cpu_summary: str | None = None,
-    boards: dict[str, dict] | None = None,
-    latency_budget_ms: float | None = None,
-    board_latency_budget_ms: dict[str, float] | None = None,
-    per_layer: list[str] | None = None,
-    operators: str | None = None,
-    operator_models: str | None = None,
-    opens_on: str = "pick",
+    tables: Tables = Tables(),
+    picking: Picking = Picking(),
 ) -> None:
-    """The page, from the summary, the plots and the cells' pages. `per_layer`: every cell's per-layer
-    report, in the cells' order, when the sweep has several Vela versions (to name the layer whose
-    cycles moved most); else empty."""
+    """The page, from the summary, the plots and the cells' pages (report.smk's report_index)."""
     rows = read_summary_csv(summary)
-    operator_tables = (
-        (read_summary_csv(operators), read_summary_csv(operator_models)) if operators and operator_models else None
-    )
-    svgs = {name: read_plot(path) for name, path in zip(PLOTS, (cycles, fit, roofline, pareto))}
+    operator_tables = None
+    if tables.operators and tables.operator_models:
+        operator_tables = (read_summary_csv(tables.operators), read_summary_csv(tables.operator_models))
+    svgs = {name: read_plot(getattr(plots, name)) for name in PLOTS}
     small = inlines_cell_pages(len(cells))  # a large sweep's page links to them instead
     pages = [(cell, (Path(cell_pages) / f"{cell_id(cell)}.html").read_text() if small else "") for cell in cells]
-    page = render_index(
-        rows,
-        svgs,
-        pages,
-        sweep_text,
-        read_summary_csv(cpu_summary) if cpu_summary else [],
-        boards,
-        latency_budget_ms,
-        board_latency_budget_ms,
-        dict(zip([c["id"] for c in cells], per_layer, strict=True)) if per_layer else None,
-        operator_tables,
-        opens_on,
-    )
+    per_layer = dict(zip([c["id"] for c in cells], tables.per_layer, strict=True)) if tables.per_layer else None
+    cpu_rows = read_summary_csv(tables.cpu_summary) if tables.cpu_summary else []
+    page = render_index(rows, svgs, pages, sweep_text, cpu_rows, per_layer, operator_tables, picking)
     atomic_write_text(index, page)
