@@ -9,6 +9,7 @@ import pytest
 
 from ethosweep.verify.intervals import (
     MIN_SAMPLES,
+    Effect,
     Interval,
     clopper_pearson,
     geometric_mean,
@@ -164,3 +165,14 @@ def test_shown_within_beyond_or_undecided():
 def test_intervals_are_reproducible():
     values = np.random.default_rng(11).lognormal(0, 1, 60)
     assert mean_interval(values) == mean_interval(values)
+
+
+def test_a_tiny_effect_is_printed_with_the_width_of_its_interval():
+    """multihead_attention a16w8 (the attention preset): 3 int16 steps off on 39 of 40 inputs is an
+    effect of thousandths of a dB, which two decimals printed as "0.00 dB [0.00, 0.00]"."""
+    tiny = Effect("the NPU path: ", Interval(0.0012, 0.0004, 0.0021, 40), 3.0103, "above", " dB")
+    assert tiny.text().startswith("the NPU path: 0.001 dB [0.000, 0.002] (tolerance: at most 3.010 dB")
+    wide = Effect("the NPU path: ", Interval(0.4, 0.1, 0.7, 40), 3.0103, "above", " dB")
+    assert wide.text().startswith("the NPU path: 0.40 dB [0.10, 0.70] (tolerance: at most 3.01 dB")
+    exact = Effect("", Interval(0.0, 0.0, 0.0, 40), 3.0103, "above", " dB")
+    assert exact.text().startswith("0.00 dB [0.00, 0.00]")  # no width to show: exactness is said elsewhere

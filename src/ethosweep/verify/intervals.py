@@ -95,7 +95,8 @@ class Effect:
     def text(self) -> str:
         """'the NPU path: 0.40 dB [0.10, 0.70] more error energy against float than the quantized model
         on a typical input (tolerance: at most 3.01 dB; 320 samples)'"""
-        iv, f = self.interval, lambda v: _number(v * self.scale, self.decimals)  # noqa: E731
+        iv, decimals = self.interval, _decimals_to_show(self.interval, self.scale, self.decimals)
+        f = lambda v: _number(v * self.scale, decimals)  # noqa: E731
         bound = "at most" if self.worse_when == "above" else "at least"
         return (
             f"{self.before}{f(iv.estimate)}{self.unit} [{f(iv.low)}, {f(iv.high)}]{self.after} (tolerance: {bound} "
@@ -119,6 +120,17 @@ def _number(value: float, decimals: int) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.{decimals}f}"
+
+
+def _decimals_to_show(interval: Interval, scale: float, decimals: int) -> int:
+    """At least `decimals`, and as many more (up to 6) as an interval of some width needs not to be
+    printed as [x, x]: a tiny effect said as a zero-width interval would read as exactness."""
+    low, high = interval.low * scale, interval.high * scale
+    while decimals < 6 and math.isfinite(low) and math.isfinite(high) and low < high:
+        if _number(low, decimals) != _number(high, decimals):
+            break
+        decimals += 1
+    return decimals
 
 
 def decide(effects: list[Effect]) -> tuple[str, int | None]:
