@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from ethosweep.compile.artifacts import load_quantized
 from ethosweep.compile.lowering import delegate_payloads, lower_program
@@ -42,37 +44,38 @@ log = logging.getLogger(__name__)
 ALSO_RUNS = ("tosa-tools",)
 
 
-def lower_to_tosa(
-    quantized: str,
-    tosa_profile: str,
-    template: str,
-    tosa_dir: str,
-    edge: str,
-    delegation: str,
-    tosa_sources: str,
-    meta: str,
-    keep_on_cpu: list[dict] = (),
-) -> dict:
+@dataclass(frozen=True)
+class LoweredFiles:
+    """What the lower stage writes: the .pte template, each partition's TOSA (in `tosa_dir`), the edge
+    program, the delegation table, where each TOSA tensor comes from, and its record."""
+
+    template: str
+    tosa_dir: str
+    edge: str
+    delegation: str
+    tosa_sources: str
+    meta: str
+
+
+def lower_to_tosa(quantized: str, tosa_profile: str, files: LoweredFiles, keep_on_cpu: list[dict] = ()) -> dict:
     """Lower one (model, scheme, TOSA profile); write the template, each partition's TOSA,
     the edge program, the delegation table and metadata. `keep_on_cpu`: what the model's config
     keeps on the CPU (keep_on_cpu_checks)."""
     profile = tosa_profile  # the workflow's name (runtime.binding)
-    from pathlib import Path
-
     started = time.perf_counter()
     result = lower_program(load_quantized(quantized), profile, keep_on_cpu)
     template_bytes, edge_bytes, table, planned = result.template, result.edge, result.table, result.planned
     sources = result.sources
     partitions = delegate_payloads(template_bytes)
 
-    tosa_path = Path(tosa_dir)
+    tosa_path = Path(files.tosa_dir)
     tosa_path.mkdir(parents=True, exist_ok=True)
     for index, tosa in enumerate(partitions):
         atomic_write_bytes(tosa_path / f"partition_{index}.tosa", tosa)
-    atomic_write_bytes(edge, edge_bytes)
-    write_json(delegation, table)
-    write_json(tosa_sources, sources)
-    atomic_write_bytes(template, template_bytes)
+    atomic_write_bytes(files.edge, edge_bytes)
+    write_json(files.delegation, table)
+    write_json(files.tosa_sources, sources)
+    atomic_write_bytes(files.template, template_bytes)
     record = {
         "tosa_profile": profile,
         "tosa_spec": tg.tosa_spec(profile),
@@ -95,7 +98,7 @@ def lower_to_tosa(
         "seconds": round(time.perf_counter() - started, 2),
         "versions": tool_versions(),
     }
-    write_json(meta, record)
+    write_json(files.meta, record)
     log.info(
         "lowered to %s: %d partition(s), %s delegation, %d operators on the NPU, in %.1f s",
         record["tosa_spec"],

@@ -25,7 +25,9 @@ import io
 import logging
 import operator
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 
@@ -85,6 +87,24 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_s
     return torch.export.export(converted, calibration[0])
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What the quantizer calibrates on: the model's data (or random inputs), how many samples, the seed."""
+
+    dataset: Any = None
+    calibration_samples: int = 100
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class OtherQuantization:
+    """The other profile's quantized program and record (the rule's `same_as_*` items)."""
+
+    prefix: ClassVar[str] = "same_as_"
+    quantized: str | None = None
+    meta: str | None = None
+
+
 def quantize_model(
     program: str,
     inputs: str,
@@ -92,19 +112,18 @@ def quantize_model(
     tosa_profile: str,
     quantized: str,
     meta: str,
-    dataset=None,
-    calibration_samples: int = 100,
-    seed: int = 0,
-    same_as_quantized: str | None = None,
-    same_as_meta: str | None = None,
+    calibration: Calibration = Calibration(),
+    same_as: OtherQuantization = OtherQuantization(),
 ) -> dict:
     """Quantize the exported program of one model for one scheme and TOSA profile; with another
     profile's program and record (`same_as_*`), take that program where it is this one's."""
     scheme, profile = quant, tosa_profile  # the workflow's names (runtime.binding)
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
-    calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)
-    other = _comparable_record(same_as_meta, scheme, calibrated_on, len(calibration))
+    samples, calibrated_on = calibration_set(
+        example_inputs, calibration.dataset, calibration.calibration_samples, calibration.seed
+    )
+    other = _comparable_record(same_as.meta, scheme, calibrated_on, len(samples))
     annotated = []
 
     def on_annotation(digest: str) -> None:
@@ -115,10 +134,10 @@ def quantize_model(
     try:
         with running("the PT2E quantizer", f"quantizing ({scheme}, TOSA profile {profile}) on {calibrated_on}"):
             quantized_program = quantize_exported(
-                exported, calibration, scheme, profile_compile_spec(profile), on_annotation
+                exported, samples, scheme, profile_compile_spec(profile), on_annotation
             )
     except SameQuantization:
-        return _same_as(other, same_as_quantized, profile, quantized, meta)
+        return _same_as(other, same_as.quantized, profile, quantized, meta)
     except Exception as error:
         raise StageError(
             f"quantization ({scheme}, TOSA profile {profile}) failed: {type(error).__name__}: {error}"
@@ -132,7 +151,7 @@ def quantize_model(
         "scheme": scheme,
         "tosa_profile": profile,
         "tosa_spec": tg.tosa_spec(profile),
-        "calibration_samples": len(calibration),
+        "calibration_samples": len(samples),
         "calibrated_on": calibrated_on,
         "graph_sha256": graph_digest(quantized_program),
         "annotated_sha256": annotated[0] if annotated else None,

@@ -60,9 +60,10 @@ def quantize(
 ) -> Path:
     """The quantize stage on the exported program, calibrated as the workflow calibrates (`same_as`:
     another quantization in the folder this one may take, as the u85 profile's takes the u55's)."""
-    from ethosweep.compile.quantize import quantize_model
+    from ethosweep.compile.quantize import Calibration, OtherQuantization, quantize_model
 
     quantized = folder / f"{name}.pt2"
+    other = OtherQuantization(str(folder / f"{same_as}.pt2"), str(folder / f"{same_as}.quantize.json"))
     quantize_model(
         program=str(folder / "program.pt2"),
         inputs=str(folder / "inputs.pt"),
@@ -70,29 +71,20 @@ def quantize(
         tosa_profile=profile,
         quantized=str(quantized),
         meta=str(folder / f"{name}.quantize.json"),
-        dataset=dataset,
-        same_as_quantized=str(folder / f"{same_as}.pt2") if same_as else None,
-        same_as_meta=str(folder / f"{same_as}.quantize.json") if same_as else None,
+        calibration=Calibration(dataset=dataset),
+        same_as=other if same_as else OtherQuantization(),
     )
     return quantized
 
 
 def lower(folder: Path, name: str, profile: str = "u55", keep_on_cpu: list[dict] = (), into: str = "") -> Path:
     """The lower stage on `<name>.pt2`; the folder it wrote (`into`, or `<name>_lowered`)."""
-    from ethosweep.compile.lower import lower_to_tosa
+    from ethosweep.compile.lower import LoweredFiles, lower_to_tosa
 
     lowered = folder / (into or f"{name}_lowered")
-    lower_to_tosa(
-        quantized=str(folder / f"{name}.pt2"),
-        tosa_profile=profile,
-        template=str(lowered / "template.pte"),
-        tosa_dir=str(lowered / "tosa"),
-        edge=str(lowered / "edge.pt2"),
-        delegation=str(lowered / "delegation.json"),
-        tosa_sources=str(lowered / "tosa_sources.json"),
-        meta=str(lowered / "lower.json"),
-        keep_on_cpu=list(keep_on_cpu),
-    )
+    names = ("template.pte", "tosa", "edge.pt2", "delegation.json", "tosa_sources.json", "lower.json")
+    files = LoweredFiles(*(str(lowered / name) for name in names))
+    lower_to_tosa(str(folder / f"{name}.pt2"), profile, files, list(keep_on_cpu))
     return lowered
 
 
