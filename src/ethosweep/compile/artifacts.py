@@ -6,7 +6,9 @@ both need lives here, below them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -39,6 +41,16 @@ def load_edge(path: str):
 # `dataset: random`: no real data, but inputs of the distribution the model is evaluated on
 # (uniform in its example inputs' value range), calibration and evaluation drawn apart (seeds).
 RANDOM = "random"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a quantizer calibrates on (the quantize and Cortex-M stages'): the model's data (or random
+    inputs), how many samples, the seed."""
+
+    dataset: Any = None
+    calibration_samples: int = 100
+    seed: int = 0
 
 
 def calibration_set(example_inputs: tuple, dataset, samples: int, seed: int) -> tuple[list[tuple], str]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 
-from ethosweep.compile.artifacts import calibration_set, evaluation_set, load_tensors
+from ethosweep.compile.artifacts import Calibration, calibration_set, evaluation_set, load_tensors
 from ethosweep.matrix.targets import CPU_SCHEMES, CPU_TARGETS
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
@@ -106,18 +107,18 @@ def _user_input_placeholders(exported) -> list:
     return [n for n in exported.graph_module.graph.nodes if n.op == "placeholder" and n.name in user_inputs]
 
 
+@dataclass(frozen=True)
+class CpuCellFiles:
+    """What the Cortex-M stage writes: the .pte, the run's input bytes, the reference output, the record."""
+
+    pte: str
+    run_inputs: str
+    reference: str
+    meta: str
+
+
 def lower_cpu_cell(
-    program: str,
-    inputs: str,
-    cpu: str,
-    quant: str,
-    pte: str,
-    run_inputs: str,
-    reference: str,
-    meta: str,
-    dataset=None,
-    calibration_samples: int = 100,
-    seed: int = 0,
+    program: str, inputs: str, cpu: str, quant: str, files: CpuCellFiles, calibration: Calibration = Calibration()
 ) -> dict:
     """Lower one model for one CPU; write the .pte, the run input bytes, the reference and metadata."""
     scheme = quant  # the workflow's name (runtime.binding)
@@ -127,14 +128,15 @@ def lower_cpu_cell(
         raise StageError(f"the Cortex-M path quantizes to {', '.join(CPU_SCHEMES)} only, not {scheme}")
     exported = torch.export.load(program)
     example_inputs = load_tensors(inputs)
-    calibration, calibrated_on = calibration_set(example_inputs, dataset, calibration_samples, seed)
+    dataset, seed = calibration.dataset, calibration.seed
+    calibrated, calibrated_on = calibration_set(example_inputs, dataset, calibration.calibration_samples, seed)
     samples, labels, _ = evaluation_set(example_inputs, dataset, seed, 1, 1)
     sample = samples[0]
     sample_source = "the example inputs" if labels is None and dataset is None else f"held-out sample 0 ({dataset})"
     float_module = exported.module(check_guards=False)
     try:
         with running("ExecuTorch's Cortex-M lowering", f"quantizing and lowering for {cpu}"):
-            edge, _ = lower_for_cortex_m(float_module, example_inputs, calibration, cpu)
+            edge, _ = lower_for_cortex_m(float_module, example_inputs, calibrated, cpu)
         lowered = edge.exported_program()
         expected = lowered.module()(*(channels_last(x) for x in sample))
         executorch_program = edge.to_executorch()
@@ -145,8 +147,8 @@ def lower_cpu_cell(
     expected = _as_tuple(expected)
     float_outputs = _as_tuple(float_outputs)
 
-    atomic_write_bytes(pte, executorch_program.buffer)
-    atomic_write_bytes(run_inputs, input_bytes(sample, _user_input_placeholders(lowered)))
+    atomic_write_bytes(files.pte, executorch_program.buffer)
+    atomic_write_bytes(files.run_inputs, input_bytes(sample, _user_input_placeholders(lowered)))
     torch.save(
         {
             "expected": [t.contiguous() for t in expected],
@@ -154,7 +156,7 @@ def lower_cpu_cell(
             "scales": output_scales(lowered.graph_module),
             "label": None if labels is None else int(labels[0]),
         },
-        reference,
+        files.reference,
     )
     operators = operator_table(lowered.graph_module)
     plan = executorch_program.executorch_program.execution_plan[0]
@@ -171,7 +173,7 @@ def lower_cpu_cell(
         "input_shapes": [list(x.shape) for x in sample],
         "versions": tool_versions(),
     }
-    write_json(meta, record)
+    write_json(files.meta, record)
     log.info(
         "%s for %s: %d-byte .pte, %d CMSIS-NN and %d portable operators",
         scheme,

@@ -27,11 +27,11 @@ import operator
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
-from ethosweep.compile.artifacts import calibration_set, load_tensors
+from ethosweep.compile.artifacts import Calibration, calibration_set, load_tensors
 from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.activity import running
@@ -85,15 +85,6 @@ def quantize_exported(exported, calibration: list[tuple], scheme: str, compile_s
     calibrate(prepared, calibration)
     converted = convert_pt2e(prepared)
     return torch.export.export(converted, calibration[0])
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What the quantizer calibrates on: the model's data (or random inputs), how many samples, the seed."""
-
-    dataset: Any = None
-    calibration_samples: int = 100
-    seed: int = 0
 
 
 @dataclass(frozen=True)
