@@ -443,12 +443,8 @@ def all_outputs():
 
 # ---- the order jobs start in ---------------------------------------------------------------------
 
-# With more jobs ready than cores, Snakemake starts those of higher `priority` first and, among
-# equals, those with the largest input files, so without priorities a model's small export
-# waits behind the other models' quantizations and lowerings (the default run exported
-# mobilenet_v1_025 after 93 s, and a zoo run left one model's whole chain for its end while a core
-# idled). In pipeline order instead: every model's export (and training) first, so a broken
-# model is reported in a run's first seconds; then quantization, so the long lowerings start
-# early; then verification; the short jobs (Vela per cell, firmware plans, the end of the run)
-# fill the cores last. The zoo benchmark's subset: 93-97 s against 96-104 s (docs/performance.md).
+# With more jobs ready than cores, Snakemake starts those of higher priority first, else the largest
+# inputs, so a model's small export would wait behind others' lowerings. Pipeline order instead: a
+# broken model is reported in a run's first seconds and the long lowerings start early
+# (docs/how-it-works.md, measured in docs/performance.md).
 PRIORITY = {"export": 50, "quantize": 40, "lower": 30, "verify": 20}

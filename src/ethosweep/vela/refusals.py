@@ -35,14 +35,12 @@ import numpy as np
 from ethosweep.compile.tosa_graph import loaded
 
 # Vela runs at most this many times to locate the refused operators of one partition: a
-# bisection finds k refused units among n in about 2k*log2(n) tries (MobileNetV2 a16w8 on
-# Ethos-U55: 5 of 80 units in 47 tries, 18 s on 2 busy cores); past it, what is left is reported
-# as it stands.
+# bisection finds k refused units among n in about 2k*log2(n) tries; past it, what is left is
+# reported as it stands (docs/failures.md has the runs it took on the presets).
 MAX_TRIES = 64
 # ... and when Vela crashed: what crashes it can need several units together (found by dropping
 # units from a crashing part, Zeller's ddmin, after the bisection), about 30 tries per place it
-# crashes, and a crashing try ends in ~0.1 s. MobileViT-XXS int8 on Ethos-U55 crashes Vela 5.1.0
-# in its attention blocks: 128 tries found 4 of them (44 s); with this bound, 6 in 214 (103 s).
+# crashes, and a crashing try is short (MobileViT-XXS's six places: docs/zoos.md).
 MAX_TRIES_CRASHED = 384
 # Tensors that never cross a unit's boundary: a layer's accumulator before its RESCALE.
 ACCUMULATORS = ("DType.INT32", "DType.INT48")
