@@ -168,10 +168,11 @@ def full_disk(tmp_path_factory):
         subprocess.run(["umount", str(folder)], capture_output=True)
 
 
-def request(folder: Path, ref: str, kwargs: dict, minutes: float = 5.0) -> dict:
-    """A job as ethosweep.runtime.jobs hands it to the job runner."""
+def request(folder: Path, ref: str, items: dict, minutes: float = 5.0) -> dict:
+    """A job as ethosweep.runtime.jobs hands it to the job runner: its named items, bound to the
+    stage's parameters by name as a rule's are (ethosweep.runtime.binding)."""
     return {
-        "steps": [{"ref": ref, "kwargs": kwargs}],
+        "steps": [{"ref": ref, "kwargs": {}, "job": {"params": items}}],
         "log": str(folder / "job.log"),
         "label": ref,
         "rule": ref.rpartition(":")[2],
