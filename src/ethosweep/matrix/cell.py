@@ -78,9 +78,7 @@ class Cell:
     def of(cls, record: dict) -> "Cell":
         """The cell a summary row or a cell record describes (its Vela version only if its id has the tag)."""
         tagged = VELA_TAG in cell_id(record)
-        quant = record["quant"] if "quant" in record else record["quantization"]
-        fields = (record["model"], quant, record["target"], record["system_config"], record["memory_mode"])
-        return cls(*fields, vela_version=record.get("vela_version") if tagged else None)
+        return cls(*_identity(record), vela_version=record.get("vela_version") if tagged else None)
 
     @property
     def tosa_profile(self) -> str:
@@ -109,7 +107,10 @@ class CpuCell:
 def cell_id(record: dict) -> str:
     """A cell's id (Cell.id) from a cell record (key "id") or a summary row (column "cell"; older
     summaries have neither, and no cell of another Vela version)."""
-    if record.get("id") or record.get("cell"):
-        return record.get("id") or record["cell"]
+    return record.get("id") or record.get("cell") or Cell(*_identity(record)).id
+
+
+def _identity(record: dict) -> tuple[str, str, str, str, str]:
+    """(model, scheme, target, system config, memory mode) of a cell record or a summary row."""
     quant = record["quant"] if "quant" in record else record["quantization"]
-    return "/".join((record["model"], quant, record["target"], record["system_config"], record["memory_mode"]))
+    return record["model"], quant, record["target"], record["system_config"], record["memory_mode"]

@@ -60,7 +60,7 @@ class Sweep:
         return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
 
     def cell(self, model, quant, target, system_config, memory_mode, vela_tag="") -> Cell:
-        key = "/".join((model, quant, target, system_config, memory_mode)) + vela_tag
+        key = Cell(model, quant, target, system_config, memory_mode).id + vela_tag
         if len(self._by_id) != len(self.cells):
             self._by_id.update({c.id: c for c in self.cells})
         try:
