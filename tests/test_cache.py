@@ -107,6 +107,22 @@ def test_a_half_written_entry_is_not_an_entry(tmp_path):
     assert json.loads((folder / cache.MANIFEST).read_text())["outputs"] == ["meta", "quantized"]
 
 
+def test_an_entry_pruned_by_another_run_while_it_is_checked_is_a_miss(tmp_path, monkeypatch):
+    """Another run's prune can remove the entry between the manifest read and a file's digest (seen
+    in CI under load): a miss, no exception, and nothing stored since is removed for it."""
+    store, items = tmp_path / "store", job(tmp_path)
+    key = cache.key("quantize_model", ["m:f"], items)
+    assert cache.put(store, key, outputs(items), {"rule": "quantize_model"})
+    digest = cache.file_digest
+
+    def pruned_meanwhile(path):
+        cache.remove(cache.Entry.of(store, key).folder)  # the other run's prune, at this moment
+        return digest(path)
+
+    monkeypatch.setattr(cache, "file_digest", pruned_meanwhile)
+    assert cache.restore(store, key, cache.outputs_of(items)) is None
+
+
 def test_the_store_is_pruned_least_recently_used_first(tmp_path):
     import os
 

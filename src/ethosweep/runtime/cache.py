@@ -128,7 +128,11 @@ def restore(root: Path, key: str, outputs: dict[str, str]) -> dict | None:
     manifest = entry.manifest()
     if manifest is None:
         return None
-    if sorted(manifest.get("outputs", {})) != sorted(outputs) or not _intact(entry, manifest):
+    try:
+        usable = sorted(manifest.get("outputs", {})) == sorted(outputs) and _intact(entry, manifest)
+    except FileNotFoundError:  # another run pruned the entry while it was checked: a miss
+        return None
+    if not usable:
         remove(entry.folder)
         return None
     try:
