@@ -22,7 +22,7 @@ PEER_MODEL_FILE = '''\
 """aot_arm_compiler model file for {name}: built exactly as ethosweep's export stage builds it (seeded)."""
 import sys
 sys.path.insert(0, {src!r})
-from ethosweep.compile.zoo import initialise, load_model
+from ethosweep.zoo.models import initialise, load_model
 from ethosweep.matrix.models import model_spec_from_params
 
 spec = model_spec_from_params({params!r})
@@ -65,7 +65,7 @@ def _write_calibration(folder: Path, spec, sweep) -> None:
     import torch
 
     from ethosweep.compile.artifacts import calibration_set
-    from ethosweep.compile.zoo import load_model
+    from ethosweep.zoo.models import load_model
 
     _, example_inputs = load_model(spec, sweep.seed, REPO)
     samples, _ = calibration_set(example_inputs, "random", calibration_samples(sweep), sweep.seed)

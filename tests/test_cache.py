@@ -188,7 +188,7 @@ def test_the_stores_commands_say_what_it_holds_and_prune_it(tmp_path, monkeypatc
 def test_a_lowering_inside_a_job_is_taken_from_the_store_the_same_bytes(tiny_sweep, tmp_path, monkeypatch):
     """A fallback's lowering (what Vela refused kept on the CPU) repeats in every cell and folder that
     refuses the same operators, and in its verification: in the store, it is lowered once."""
-    from ethosweep.compile.lowering import lower_quantized
+    from ethosweep.compile.delegation import lower_quantized
 
     quantized = str(tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2")
     keep = [{"node": "aten_convolution_default_1"}]

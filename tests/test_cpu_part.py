@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from conftest import REPO, make_workdir, snakemake
-from ethosweep.compile.kernels import check_kernels, kernel_libraries, operators_in, will_not_load
-from ethosweep.results.recommend import board_pick
+from ethosweep.firmware.kernels import check_kernels, kernel_libraries, operators_in, will_not_load
+from ethosweep.results.picks import board_pick
 from ethosweep.verify.verdicts import PASSED
 
 DS_CNN_U55 = "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
@@ -195,7 +195,7 @@ def test_the_cpu_part_counts_each_operators_multiply_accumulates_as_by_hand():
     import torch
     from executorch.exir import to_edge
 
-    from ethosweep.compile.lowering import cpu_macs
+    from ethosweep.compile.delegation import cpu_macs
 
     inputs = (torch.rand(1, 8, 6, 6), torch.rand(1, 4, 16), torch.rand(1, 4, 16))
     exported = torch.export.export(_CpuOperators().eval(), inputs)

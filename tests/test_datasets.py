@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from ethosweep.compile.datasets import DatasetError, load_splits
 from ethosweep.matrix.config import dataset_files
+from ethosweep.zoo.datasets import DatasetError, load_splits
 
 
 def test_digits_are_resized_split_disjointly_and_reproducibly():

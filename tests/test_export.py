@@ -7,8 +7,8 @@ import torch
 
 from ethosweep.compile.artifacts import load_tensors
 from ethosweep.compile.export import export_model
-from ethosweep.compile.zoo import ModelError
 from ethosweep.runtime.io import read_json
+from ethosweep.zoo.models import ModelError
 
 REPO = Path(__file__).resolve().parents[1]
 

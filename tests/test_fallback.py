@@ -99,7 +99,7 @@ def test_a_part_with_shape_operands_is_rebuilt_with_them(tmp_path):
     search for refused operators read them as tensors and stopped (MobileViT-XXS int8 on Ethos-U55,
     where Vela crashes). A part holding a SLICE now carries its shape constants with their values,
     and Vela compiles it."""
-    from ethosweep.compile.lowering import delegate_payloads, lower_quantized
+    from ethosweep.compile.delegation import delegate_payloads, lower_quantized
     from ethosweep.compile.tosa_graph import loaded
     from ethosweep.vela import refusals
     from ethosweep.vela.partitions import compile_partition

@@ -254,7 +254,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
         model = {"name": "faulty", "import": "torch.nn:Identity", "inputs": [{"shape": [1]}]}
     if fault == "zoo builder bug":  # a keyword spotter of a kind ethosweep's builder does not know
         inputs = [{"shape": [1, 1, 49, 10], "dtype": "float32", "range": [-1, 1]}]
-        model = {"name": "faulty", "import": "ethosweep.compile.deployable:recurrent_kws", "kwargs": {"cell": "rnn"}}
+        model = {"name": "faulty", "import": "ethosweep.zoo.deployable:recurrent_kws", "kwargs": {"cell": "rnn"}}
         model["inputs"] = inputs
     if stage in ("export", "import"):
         monkeypatch.setenv("ETHOSWEEP_TEST_FAULT_AT", "import" if stage == "import" else "forward")
@@ -270,7 +270,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
         monkeypatch.setenv("ETHOSWEEP_TEST_FAULT_AT", "forward")
         return request(
             folder,
-            "ethosweep.compile.train:train_model",
+            "ethosweep.zoo.train:train_model",
             dict(
                 model=model,
                 seed=0,
@@ -296,7 +296,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             minutes,
         )
     if stage == "lower":
-        seam(monkeypatch, "ethosweep.compile.lowering", "lower_to_edge")
+        seam(monkeypatch, "ethosweep.compile.delegation", "lower_to_edge")
         return request(
             folder,
             "ethosweep.compile.lower:lower_to_tosa",
@@ -327,7 +327,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             cell["fallback"] = False  # the fallback has rows of its own
         elif stage == "fallback":  # Vela refuses the partition, then the lowering that keeps it on the CPU fails
             refuses_convolutions(monkeypatch)
-            seam(monkeypatch, "ethosweep.compile.lowering", "lower_to_edge")
+            seam(monkeypatch, "ethosweep.compile.delegation", "lower_to_edge")
         else:  # another version's command: the fault as that tool shows it; once gone, a Vela that works
             installed = shutil.which("vela", path=str(Path(sys.executable).parent)) or "vela"
             vela = fake_tool(folder, "vela", FAKE[fault] if faults.active() else f'exec {installed} "$@"')
@@ -373,7 +373,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
         (folder / "plan.json").write_text(json.dumps({"build_command": [build, f"--output={folder}/out"], "pools": {}}))
         return request(
             folder,
-            "ethosweep.firmware.executor_runner:build_executor_runner",
+            "ethosweep.firmware.arm_runner:build_executor_runner",
             dict(plan=str(folder / "plan.json"), **outputs(folder, "elf", "sizes")),
         )
     if stage == "qemu":
@@ -410,7 +410,7 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
         (folder / "plan.json").write_text(json.dumps({"fvp_path": fvp}))
         return request(
             folder,
-            "ethosweep.firmware.executor_runner:run_on_fvp",
+            "ethosweep.firmware.arm_runner:run_on_fvp",
             dict(
                 target="ethos-u55-128",
                 elf=fvp,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import U55_CELL, make_workdir, snakemake
-from ethosweep.firmware import executor_runner as firmware
+from ethosweep.firmware import arm_runner as firmware
 from ethosweep.firmware import sdk
 
 LOGS = Path(__file__).parent / "data" / "runner_logs"

@@ -8,8 +8,8 @@ import torch
 
 from ethosweep.compile.compile_spec import ethosu_compile_spec
 from ethosweep.compile.quantize import graph_digest, quantize_exported
-from ethosweep.compile.zoo import load_model
 from ethosweep.matrix.models import ModelSpec
+from ethosweep.zoo.models import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -148,10 +148,10 @@ def board_params(name: str) -> dict:
 
 
 def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
-    from ethosweep.results import recommend
+    from ethosweep.results import picks
 
     rows = summary(tiny_sweep)
-    (alif, tiny) = recommend.board_sections(
+    (alif, tiny) = picks.board_sections(
         rows, {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")}
     )
     assert alif.summary == "4 of 4 models fit"
@@ -180,19 +180,19 @@ def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
 
 
 def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
-    from ethosweep.results import recommend
+    from ethosweep.results import picks
 
     # add is one operator, 1-2 NPU cycles (1e-06 ms at 1 GHz): a budget it misses is not worth testing
     rows = [r for r in summary(tiny_sweep) if r["model"] != "add"]
-    (alif,) = recommend.board_sections(rows, {"alif-e8": board_params("alif-e8")}, budget_ms=1e-6)
+    (alif,) = picks.board_sections(rows, {"alif-e8": board_params("alif-e8")}, budget_ms=1e-6)
     assert alif.summary == "3 of 3 models fit; 0 within 1e-06 ms"
     assert all(p.verdict == "misses budget" and "misses the 1e-06 ms budget by" in p.text for p in alif.picks)
-    bare = recommend.bare_section(rows, budget_ms=1e-6)
+    bare = picks.bare_section(rows, budget_ms=1e-6)
     assert bare.summary == "0 of 1 models within 1e-06 ms"  # mnist is on no board on the U85
     assert all("no configuration of the sweep is within the 1e-06 ms budget" in p.text for p in bare.picks)
     # a budget the U85 meets: the smallest NPU meeting it is named, with its numbers
     mnist = next(r for r in rows if (r["model"], r["target"], r["board"]) == ("mnist", "ethos-u85-256", ""))
-    bare = recommend.bare_section(rows, budget_ms=float(mnist["vela_inference_ms"]) * 1.01)
+    bare = picks.bare_section(rows, budget_ms=float(mnist["vela_inference_ms"]) * 1.01)
     pick = next(p for p in bare.picks if p.model == "mnist")
     assert pick.verdict == "meets budget" and "smallest NPU within" in pick.text
     assert f"ethos-u85-256 / Shared_Sram (256 MACs/cycle, {float(mnist['vela_inference_ms']):.3g} ms)" in pick.text
@@ -200,7 +200,7 @@ def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
 
 def test_a_cell_of_a_few_cycles_is_not_said_to_take_no_time(tiny_sweep):
     """add is one operator, a few NPU cycles: its time has three significant figures, not "0.0 ms"."""
-    from ethosweep.results import recommend
+    from ethosweep.results import picks
 
     rows = summary(tiny_sweep)
     add = [r for r in rows if r["model"] == "add" and r["status"] == "ok"]
@@ -211,7 +211,7 @@ def test_a_cell_of_a_few_cycles_is_not_said_to_take_no_time(tiny_sweep):
         assert float(row["vela_inference_ms"]) == pytest.approx(1e3 * seconds, rel=5e-3)
         if row["board"]:
             assert 0 < float(row["board_inference_ms"]) < 1e-4
-    pick = next(p for p in recommend.bare_section([r for r in add if not r["board"]]).picks)
+    pick = next(p for p in picks.bare_section([r for r in add if not r["board"]]).picks)
     cycles = int(pick.row["vela_cycles_total"])
     assert " 0 ms" not in pick.text and f"under 0.001 ms, {cycles:,} cycles (Vela estimate)" in pick.text
 
@@ -304,13 +304,13 @@ def test_the_first_screen_is_the_sweep_and_a_table_per_board_with_the_summarys_n
 
 def test_the_picks_say_the_same_as_before_in_their_tables(tiny_sweep):
     """The tables replace the picks' sentences on the first screen, not their facts: every pick's
-    sentence (recommend.py, with every number) is behind its row, and the best time is marked."""
-    from ethosweep.results import recommend
+    sentence (picks.py, with every number) is behind its row, and the best time is marked."""
+    from ethosweep.results import picks
 
     rows = summary(tiny_sweep)
     page = (tiny_sweep / "results/report/index.html").read_text()
     boards = {"alif-e8": board_params("alif-e8"), "tiny-board": board_params("tiny-board")}
-    sections = recommend.board_sections(rows, boards)
+    sections = picks.board_sections(rows, boards)
     for section in sections:
         for pick in section.picks:
             assert html.escape(pick.text, quote=False).replace("'", "&#39;").replace('"', "&#34;") in page, pick.text

@@ -113,11 +113,11 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
     """MobileNetV2's blocks, a16w8, the first residual add kept on the CPU (what the fallback keeps
     on Ethos-U55). ExecuTorch's own partitioner with that check leaves a dequantize ending a
     partition and the integer-only lowering fails; ethosweep's (ExecuTorch's boundary rule repeated
-    until nothing changes, compile.lowering.keeping_partitioner) lowers it, and what it computes
+    until nothing changes, compile.delegation.keeping_partitioner) lowers it, and what it computes
     matches the quantized model. When the first assertion fails, ExecuTorch fixed it: drop ours."""
     from executorch.backends.arm.ethosu import EthosUPartitioner
 
-    from ethosweep.compile import lowering
+    from ethosweep.compile import delegation
     from ethosweep.compile.artifacts import load_quantized
     from ethosweep.runtime.io import read_json
     from ethosweep.verify.chain import export, lower, quantize, verify
@@ -127,9 +127,9 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
     quantize(tmp_path, "blocks", "a16w8")
     keep = [{"node": "add"}]
     with monkeypatch.context() as upstream:
-        upstream.setattr(lowering, "keeping_partitioner", lambda: EthosUPartitioner)
+        upstream.setattr(delegation, "keeping_partitioner", lambda: EthosUPartitioner)
         with pytest.raises(Exception) as failed:
-            lowering.lower_to_edge(load_quantized(tmp_path / "blocks.pt2"), "u55", keep)
+            delegation.lower_to_edge(load_quantized(tmp_path / "blocks.pt2"), "u55", keep)
     assert "doesn't support float32 for MUL" in str(failed.value.__cause__)
 
     kept = lower(tmp_path, "blocks", keep_on_cpu=keep, into="kept")

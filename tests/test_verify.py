@@ -19,12 +19,12 @@ import torch
 
 from ethosweep.compile.artifacts import load_edge, load_tensors
 from ethosweep.compile.compile_spec import profile_compile_spec
-from ethosweep.compile.datasets import load_splits
 from ethosweep.compile.quantize import quantize_exported
 from ethosweep.verify import chain
 from ethosweep.verify.layers import is_exact
 from ethosweep.verify.tolerances import Thresholds
 from ethosweep.verify.verdicts import PASSED, Evidence, judge, random_samples_needed
+from ethosweep.zoo.datasets import load_splits
 from tosa_edit import negate_first_conv2d_weights, replace_partition_tosa
 
 REPO = Path(__file__).resolve().parents[1]

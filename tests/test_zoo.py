@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ethosweep.compile.zoo import ModelError, load_model, make_inputs
 from ethosweep.matrix.models import InputSpec, ModelSpec
+from ethosweep.zoo.models import ModelError, load_model, make_inputs
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -64,6 +64,10 @@ def test_broken_model_files_say_what_is_wrong(file, message):
             "model 'bad' (no_such_package.models:Net): import path does not resolve: No module named 'no_such_package'",
         ),
         ("torchvision.models:no_such_net", "module torchvision.models has no attribute 'no_such_net'"),
+        (
+            "ethosweep.compile.deployable:fomo",
+            "No module named 'ethosweep.compile.deployable' (it moved: import: ethosweep.zoo.deployable:fomo)",
+        ),
     ],
 )
 def test_import_paths_that_do_not_resolve(path, message):
@@ -74,8 +78,8 @@ def test_import_paths_that_do_not_resolve(path, message):
 
 def test_batchnorm_statistics_of_random_weights_are_calibrated_before_export():
     """Random weights leave BatchNorm at mean 0, variance 1 and MobileNetV2's outputs ~1e-9; re-estimated
-    on inputs in the model's range, they give outputs of realistic size (ethosweep.compile.zoo.initialise)."""
-    from ethosweep.compile.zoo import initialise
+    on inputs in the model's range, they give outputs of realistic size (ethosweep.zoo.models.initialise)."""
+    from ethosweep.zoo.models import initialise
 
     spec = ModelSpec(
         name="mv2", import_path="torchvision.models:mobilenet_v2", inputs=(InputSpec((1, 3, 32, 32), "float32", 0, 1),)
@@ -112,8 +116,8 @@ def test_a_batchnorm_calibration_that_falls_back_says_so_and_memory_is_never_a_r
     """A model that cannot run the 32 inputs as one batch is calibrated one input at a time (other
     statistics: each input's variance), and its export record says so; running out of memory on the
     batch (torch's allocator raises a RuntimeError) is the machine's failure, raised, never another export."""
-    from ethosweep.compile.zoo import initialise
     from ethosweep.runtime.errors import Fault, fault_of
+    from ethosweep.zoo.models import initialise
 
     inputs = (torch.rand(1, 3, 4, 4),)
     said = initialise(_BatchOfOne(RuntimeError("shape '[1, -1]' is invalid")), {"batchnorm": "calibrate"}, inputs, 0)

@@ -1,4 +1,4 @@
-"""The zoo presets' models (ethosweep.compile.deployable) as their exporters deploy them, built
+"""The zoo presets' models (ethosweep.zoo.deployable) as their exporters deploy them, built
 offline: their outputs, the packages their rows record, and what a run without the optional
 packages says."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from conftest import REPO, typed
-from ethosweep.compile import deployable
-from ethosweep.compile.zoo import _install_hint
 from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import extra_providing, model_versions
+from ethosweep.zoo import deployable
+from ethosweep.zoo.models import _install_hint
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_yolo_and_timm_build_offline_with_the_optional_packages(tmp_path):
     extra (locked in uv.lock); with it, YOLO builds from the YAML Ultralytics ships and its head
     gives one tensor of boxes and 80 class scores per anchor; timm builds ViT-Tiny at 64x64."""
     script = (
-        "import json, torch, timm; from ethosweep.compile.deployable import yolo; "
+        "import json, torch, timm; from ethosweep.zoo.deployable import yolo; "
         "x = torch.rand(1, 3, 160, 160); "
         "shapes = {c: list(yolo(c)(x).shape) for c in ('yolo11n.yaml', 'yolo26n.yaml')}; "
         "vit = timm.create_model('vit_tiny_patch16_224', pretrained=False, img_size=64, num_classes=10).eval(); "
@@ -60,14 +60,14 @@ def test_yolo_and_timm_build_offline_with_the_optional_packages(tmp_path):
 
 
 def test_a_model_built_by_ethosweep_records_the_packages_its_builder_imports():
-    """An `import: ethosweep.compile.deployable:...` model: its rows record torchvision (and
+    """An `import: ethosweep.zoo.deployable:...` model: its rows record torchvision (and
     Ultralytics, where installed) as a torchvision model's record torchvision, and editing the
     builder changes the export's code version."""
-    assert own_model_modules("ethosweep.compile.deployable:yolo") == ("ethosweep.compile.deployable",)
+    assert own_model_modules("ethosweep.zoo.deployable:yolo") == ("ethosweep.zoo.deployable",)
     assert own_model_modules("timm:create_model") == own_model_modules("ethosweep.nowhere:x") == ()
-    assert "torchvision" in model_versions(None, "ethosweep.compile.deployable:segmenter")
+    assert "torchvision" in model_versions(None, "ethosweep.zoo.deployable:segmenter")
     assert code_version("ethosweep.compile.export") != code_version(
-        "ethosweep.compile.export", "ethosweep.compile.deployable"
+        "ethosweep.compile.export", "ethosweep.zoo.deployable"
     )
 
 

@@ -206,7 +206,7 @@ DEFAULT_SUMMARIES = ("results/summary.csv", "results/cpu/summary.csv")
 
 
 def picks_command(summary: str, boards: list[str], tasks: list[str], budget_ms: float | None, as_json: bool) -> int:
-    from ethosweep.results import recommend
+    from ethosweep.results import picks
 
     if not os.path.exists(summary):
         print(f"ethosweep picks: no {summary}: run the sweep first (uv run snakemake --cores 8)", file=sys.stderr)
@@ -219,7 +219,7 @@ def picks_command(summary: str, boards: list[str], tasks: list[str], budget_ms: 
             file=sys.stderr,
         )
         return 2
-    sections = recommend.sections_for(rows, summary_boards(rows), budget_ms, tuple(tasks))
+    sections = picks.sections_for(rows, summary_boards(rows), budget_ms, tuple(tasks))
     if boards:
         sections = [s for s in sections if (s.board or "bare") in boards]
     if as_json:
@@ -227,7 +227,7 @@ def picks_command(summary: str, boards: list[str], tasks: list[str], budget_ms: 
 
         print(json.dumps([s.as_dict() for s in sections], indent=1))
     else:
-        print(recommend.picks_text(sections))
+        print(picks.picks_text(sections))
     return 0
 
 

@@ -1,5 +1,5 @@
 """A keyword spotter's front end: a convolution and ReLU over MFCC frames, then time first and the
-channels flattened for what follows (ethosweep.compile.deployable.RecurrentKWS
+channels flattened for what follows (ethosweep.zoo.deployable.RecurrentKWS
 without its recurrence). With int16 activations ExecuTorch moves the ReLU after the permute and the
 flatten: its result is in the TOSA only in that layout."""
 

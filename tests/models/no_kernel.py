@@ -1,6 +1,6 @@
 """A model with an operator the NPU does not take and no runner kernel library implements: a sort
 (aten::sort.values has no portable kernel in ExecuTorch 1.5.1). It compiles; its program would fail
-at load on the board, and the sweep says so (ethosweep.compile.kernels)."""
+at load on the board, and the sweep says so (ethosweep.firmware.kernels)."""
 
 import torch
 

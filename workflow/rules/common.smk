@@ -174,7 +174,7 @@ def model_reads(wildcards):
 
 def model_code(*modules):
     """A `code` param for the stages that run a model's code: theirs and, for an `import:` model built
-    by ethosweep's own module (ethosweep.compile.deployable), that module's, so editing it reruns them."""
+    by ethosweep's own module (ethosweep.zoo.deployable), that module's, so editing it reruns them."""
 
     def version(wildcards):
         return code_version(*modules, *own_model_modules(SWEEP.models[wildcards.model].import_path))

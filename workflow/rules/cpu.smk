@@ -55,13 +55,13 @@ rule build_executorch_cpu:
     resources:
         mem_mb=4000,
     params:
-        stage="ethosweep.firmware.runner:build_executorch",
+        stage="ethosweep.firmware.own_runner:build_executorch",
         executorch_src=SDK.components["executorch_src"].path,
         cmsis_nn=sdk_path("cmsis_nn_src"),
         # a parallel CMake build; Snakemake gives it at most --cores (not workflow.cores: commands
         # without --cores, such as --unlock and --report, must still parse)
-        tools=stage_versions("ethosweep.firmware.runner"),
-        code=code_version("ethosweep.firmware.runner"),
+        tools=stage_versions("ethosweep.firmware.own_runner"),
+        code=code_version("ethosweep.firmware.own_runner"),
     script:
         "../scripts/stage.py"
 
@@ -84,10 +84,10 @@ rule build_cpu_runner:
     resources:
         mem_mb=1500,
     params:
-        stage="ethosweep.firmware.runner:build_cell_runner",
+        stage="ethosweep.firmware.own_runner:build_cell_runner",
         executorch_src=SDK.components["executorch_src"].path,
-        tools=stage_versions("ethosweep.firmware.runner"),
-        code=code_version("ethosweep.firmware.runner"),
+        tools=stage_versions("ethosweep.firmware.own_runner"),
+        code=code_version("ethosweep.firmware.own_runner"),
     script:
         "../scripts/stage.py"
 

@@ -41,13 +41,13 @@ rule plan_firmware:
     resources:
         mem_mb=1500,
     params:
-        stage="ethosweep.firmware.executor_runner:plan_runner",
+        stage="ethosweep.firmware.arm_runner:plan_runner",
         aggregate=True,
         cells=lambda wildcards: [c.id for c in runner_cells(wildcards)],
         sdk_config=config.get("sdk", {}),
         bundleio=numerics("bundleio"),
-        tools=stage_versions("ethosweep.firmware.executor_runner"),
-        code=code_version("ethosweep.firmware.executor_runner"),
+        tools=stage_versions("ethosweep.firmware.arm_runner"),
+        code=code_version("ethosweep.firmware.arm_runner"),
     script:
         "../scripts/stage.py"
 
@@ -68,9 +68,9 @@ rule build_firmware:
     resources:
         mem_mb=3000,
     params:
-        stage="ethosweep.firmware.executor_runner:build_executor_runner",
-        tools=stage_versions("ethosweep.firmware.executor_runner"),
-        code=code_version("ethosweep.firmware.executor_runner"),
+        stage="ethosweep.firmware.arm_runner:build_executor_runner",
+        tools=stage_versions("ethosweep.firmware.arm_runner"),
+        code=code_version("ethosweep.firmware.arm_runner"),
     script:
         "../scripts/stage.py"
 
@@ -95,10 +95,10 @@ rule run_fvp:
         # `--resources fvp=N` bounds the simulators running at once
         fvp=1,
     params:
-        stage="ethosweep.firmware.executor_runner:run_on_fvp",
+        stage="ethosweep.firmware.arm_runner:run_on_fvp",
         timelimit_s=config.get("sdk", {}).get("fvp_timelimit", 600),
-        tools=stage_versions("ethosweep.firmware.executor_runner"),
-        code=code_version("ethosweep.firmware.executor_runner"),
+        tools=stage_versions("ethosweep.firmware.arm_runner"),
+        code=code_version("ethosweep.firmware.arm_runner"),
     script:
         "../scripts/stage.py"
 
@@ -125,12 +125,12 @@ rule link_npu_runner:
     resources:
         mem_mb=1500,
     params:
-        stage="ethosweep.firmware.runner:build_npu_cell_runner",
+        stage="ethosweep.firmware.own_runner:build_npu_cell_runner",
         cell=lambda wildcards: cell_of(wildcards).id,
         executorch_src=SDK.components["executorch_src"].path,
         driver=SDK.components["ethos_u_driver"].path,
         cmsis=SDK.components["cmsis"].path,
-        tools=stage_versions("ethosweep.firmware.runner"),
-        code=code_version("ethosweep.firmware.runner"),
+        tools=stage_versions("ethosweep.firmware.own_runner"),
+        code=code_version("ethosweep.firmware.own_runner"),
     script:
         "../scripts/stage.py"

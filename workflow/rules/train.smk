@@ -19,14 +19,14 @@ rule train_model:
     resources:
         mem_mb=2000,
     params:
-        stage="ethosweep.compile.train:train_model",
+        stage="ethosweep.zoo.train:train_model",
         # results shared between results folders and checkouts, if a store is set (docs/cache.md)
         cache=True,
         model=model_params,
         seed=SWEEP.seed,
         dataset=model_dataset,
         train=model_training,
-        tools=model_tools("ethosweep.compile.train"),
-        code=model_code("ethosweep.compile.train"),
+        tools=model_tools("ethosweep.zoo.train"),
+        code=model_code("ethosweep.zoo.train"),
     script:
         "../scripts/stage.py"

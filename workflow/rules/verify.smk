@@ -96,8 +96,8 @@ rule bundle_program:
     resources:
         mem_mb=1000,
     params:
-        stage="ethosweep.deploy.bundle:bundle_program",
-        tools=stage_versions("ethosweep.deploy.bundle"),
-        code=code_version("ethosweep.deploy.bundle"),
+        stage="ethosweep.deploy.bundled_program:bundle_program",
+        tools=stage_versions("ethosweep.deploy.bundled_program"),
+        code=code_version("ethosweep.deploy.bundled_program"),
     script:
         "../scripts/stage.py"

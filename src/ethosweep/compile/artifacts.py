@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from ethosweep.compile.datasets import load_splits
-from ethosweep.compile.inputs import random_inputs_like
+from ethosweep.zoo.datasets import load_splits
+from ethosweep.zoo.inputs import random_inputs_like
 
 
 def load_tensors(path: str | Path) -> tuple:

@@ -10,11 +10,11 @@ from collections import Counter
 import torch
 import torch.utils._pytree as pytree
 
-from ethosweep.compile.zoo import ModelError, initialise, load_model, raised, source_digest
 from ethosweep.matrix.models import model_spec_from_params
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 from ethosweep.runtime.provenance import tool_versions
+from ethosweep.zoo.models import ModelError, initialise, load_model, raised, source_digest
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.artifacts import load_quantized
-from ethosweep.compile.lowering import delegate_payloads, lower_program
+from ethosweep.compile.delegation import delegate_payloads, lower_program
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 from ethosweep.runtime.provenance import tool_versions

@@ -1,7 +1,7 @@
 """CPU-only cells run in QEMU: the runner ELF on `qemu-system-arm -M mps3-an547`, its outputs checked.
 
 QEMU is not cycle-accurate: a run here is a functional check of the firmware (it loads, runs,
-gives the right numbers), never a timing. The runner (ethosweep.firmware.runner builds it) prints
+gives the right numbers), never a timing. The runner (ethosweep.firmware.own_runner builds it) prints
 `ethosweep-runner: ...` lines and writes its outputs over semihosting; this module runs it, reads
 both and compares the outputs with the PyTorch reference.
 """

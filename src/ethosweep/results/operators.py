@@ -14,7 +14,7 @@ ExecuTorch's get_delegation_info with the partitioner's reasons) and each model'
   the share of its multiply-accumulates that run there (Vela's MACs against the MACs left on the
   CPU, counted from the tensors' shapes), and how often its program passes between NPU and CPU.
 - an operator a cell's program leaves on the CPU that none of the runner's kernel libraries
-  implements (ethosweep.compile.kernels) gets a row of its own, "on the CPU, no kernel": the
+  implements (ethosweep.firmware.kernels) gets a row of its own, "on the CPU, no kernel": the
   program would fail at load on the board.
 
 Torch-free.
@@ -28,7 +28,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ethosweep.compile.kernels import WAY_ROUND
+from ethosweep.firmware.kernels import WAY_ROUND
 from ethosweep.matrix.targets import tosa_profile
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of

@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ethosweep.compile.kernels import will_not_load
+from ethosweep.firmware.kernels import will_not_load
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.matrix.cell import cell_id
 from ethosweep.results.table import (
@@ -53,7 +53,7 @@ COLUMNS = KEY_COLUMNS + [
     "cpu_operators",
     # the CPU's part of the cell: its multiply-accumulates and the bytes its operators read and write
     # (from the tensors' shapes), the hand-overs between the NPU and the CPU, and the CPU kernels the
-    # runner has no kernel for (ethosweep.compile.kernels)
+    # runner has no kernel for (ethosweep.firmware.kernels)
     "cpu_macs",
     "cpu_tensor_kib",
     "npu_cpu_switches",
@@ -296,7 +296,7 @@ def cell_row(
 
 def will_not_run(mismatches: list[str]) -> str:
     """'compiled, will not run: ...' for a program that takes an NPU output in another dtype than
-    the NPU writes it (ethosweep.compile.lowering.boundary_mismatches), or ''."""
+    the NPU writes it (ethosweep.compile.delegation.boundary_mismatches), or ''."""
     if not mismatches:
         return ""
     return (

@@ -67,7 +67,7 @@ def data_files(module: str) -> tuple[Path, ...]:
 
 
 def own_model_modules(import_path: str | None) -> tuple[str, ...]:
-    """The ethosweep module an `import:` model is built by (`ethosweep.compile.deployable:yolo`), as
+    """The ethosweep module an `import:` model is built by (`ethosweep.zoo.deployable:yolo`), as
     a one-tuple; none for a model file, another package's model or a module that does not exist
     (the export stage says so)."""
     module = (import_path or "").partition(":")[0]

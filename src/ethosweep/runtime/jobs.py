@@ -37,14 +37,14 @@ from ethosweep.runtime.outcome import describe, failure_record, first_failure, s
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
 # tests/test_layout.py checks that this is exactly the stage modules whose code imports them.
 WARM_MODULES = (
-    "ethosweep.compile.train",
+    "ethosweep.zoo.train",
     "ethosweep.compile.export",
     "ethosweep.compile.quantize",
     "ethosweep.compile.lower",
     "ethosweep.compile.cortex_m",
     "ethosweep.vela.compile",
     "ethosweep.verify.numerics",
-    "ethosweep.deploy.bundle",
+    "ethosweep.deploy.bundled_program",
     "ethosweep.firmware.qemu",
 )
 

@@ -317,7 +317,7 @@ def _model_top_levels(file: str | None, import_path: str | None) -> frozenset[st
     """The third-party top-level modules a model's own code imports (read, not imported: cheap)."""
     if import_path is not None:
         top_levels = {import_path.partition(":")[0].split(".")[0]}
-        # a model built by ethosweep's own module (ethosweep.compile.deployable): the packages it imports
+        # a model built by ethosweep's own module (ethosweep.zoo.deployable): the packages it imports
         for module in own_model_modules(import_path):
             top_levels |= {name.split(".")[0] for name in _imports_of(module_path(module))}
     elif file is not None and Path(file).is_file():

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
-from ethosweep.compile.kernels import check_kernels
-from ethosweep.compile.lowering import delegate_payloads
+from ethosweep.compile.delegation import delegate_payloads
+from ethosweep.firmware.kernels import check_kernels
 from ethosweep.matrix import targets as tg
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.integrity import verify
@@ -350,7 +350,7 @@ def _write_cell(
     environment: dict | None,
 ) -> dict:
     """The cell's outputs: Vela's reports (summary.json, per_layer.csv), the .pte and its record (with
-    the CPU kernels its operators need: ethosweep.compile.kernels)."""
+    the CPU kernels its operators need: ethosweep.firmware.kernels)."""
     fallback = {"fallback": compiled.fallback} if compiled.fallback else {}
     kernels = check_kernels(program_operators(pte_bytes))
     figures = aggregate(compiled.rows)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ethosweep.compile.lowering import delegate_payloads
+from ethosweep.compile.delegation import delegate_payloads
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError, of_the_machine
 from ethosweep.vela.partitions import VelaFailure, VelaRun
@@ -43,7 +43,7 @@ def compile_by_fallback(
     """Lower `quantized` again with what Vela `refused` kept on the CPU (beside the model's own
     `keep_on_cpu`), and compile the rest with `run` (the cell's Vela). The Fallback, or the
     VelaFailure that says what was refused and why each attempt failed."""
-    from ethosweep.compile.lowering import lower_quantized
+    from ethosweep.compile.delegation import lower_quantized
 
     started = time.perf_counter()
     attempts = []

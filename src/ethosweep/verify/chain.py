@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def train(folder: Path, model: dict, dataset, settings: dict, seed: int = 0) -> Path:
     """The train stage: the model trained on `dataset`; its weights' path."""
-    from ethosweep.compile.train import train_model
+    from ethosweep.zoo.train import train_model
 
     folder.mkdir(parents=True, exist_ok=True)
     weights = folder / "weights.pt"

@@ -32,7 +32,6 @@ from pathlib import Path
 import torch
 
 from ethosweep.compile.artifacts import RANDOM, evaluation_set, load_edge, load_quantized, load_tensors
-from ethosweep.compile.datasets import load_splits
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError, of_the_machine
 from ethosweep.runtime.integrity import verify as verify_artifact
@@ -47,6 +46,7 @@ from ethosweep.verify.metrics import compare, output_scales, output_tolerances
 from ethosweep.verify.quantization_loss import layer_report
 from ethosweep.verify.reference import NpuInterpreter, flat, in_fork, npu_outputs
 from ethosweep.verify.verdicts import Evidence, judge, random_samples_needed
+from ethosweep.zoo.datasets import load_splits
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ def _verify_lowering(entry: dict, profile: str, models: dict, settings: Numerics
 def _verified_lowering(entry: dict, profile: str, models: dict, settings: NumericsSettings) -> dict:
     import tempfile
 
-    from ethosweep.compile.lowering import lower_quantized
+    from ethosweep.compile.delegation import lower_quantized
 
     with tempfile.TemporaryDirectory(prefix="ethosweep-fallback-") as folder:
         lowered = lower_quantized(models["quantized"], profile, entry["keep_on_cpu"])

@@ -2,7 +2,7 @@
 
 The matrix is model x (target, memory mode), coloured by Vela's time on a log scale and marked
 where a cell failed, fits on none of its boards or leaves work on the CPU. Each board's table has
-a row per model: the pick of ethosweep.results.recommend (the fastest memory mode that fits),
+a row per model: the pick of ethosweep.results.picks (the fastest memory mode that fits),
 with its numbers in columns and the best of each column marked, and the pick's sentence behind
 the row's link. Every number is a summary.csv field (or a board's size minus a summary margin),
 kept beside its text as `value` so the browser test can hold the page to the CSV. Torch-free.
@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 
 from ethosweep.matrix.cell import cell_id
-from ethosweep.results import recommend
+from ethosweep.results import picks
 from ethosweep.results.table import number, unique_cells
 
 # YlOrRd, the colour map the cycles plot uses, at five stops: fast cells pale, slow ones dark
@@ -132,18 +132,18 @@ def board_tables(
     board_budgets: dict[str, float] | None,
     cell_href=section_href,
 ) -> list[dict]:
-    """Per board, then for the bare targets: a row per model (recommend's pick, in columns), grouped
+    """Per board, then for the bare targets: a row per model (picks's pick, in columns), grouped
     by task. `cell_href(row)`: where a cell's link goes (default: its section on the page)."""
     tables = []
-    for section in recommend.board_sections(rows, boards, budget_ms, board_budgets):
+    for section in picks.board_sections(rows, boards, budget_ms, board_budgets):
         tables.append(_table(section, boards[section.board], cell_href))
-    bare = recommend.bare_section(rows, budget_ms)
+    bare = picks.bare_section(rows, budget_ms)
     if bare:
         tables.append(_table(bare, None, cell_href))
     return tables
 
 
-def _table(section: recommend.Section, board: dict | None, href) -> dict:
+def _table(section: picks.Section, board: dict | None, href) -> dict:
     time_column = "board_inference_ms" if board else "vela_inference_ms"
     rows = [_board_row(pick, board, time_column, href) for pick in section.picks]
     timed = [r["ms"] for r in rows if r["ms"] is not None]
@@ -165,7 +165,7 @@ def _table(section: recommend.Section, board: dict | None, href) -> dict:
     }
 
 
-def _board_row(pick: recommend.Pick, board: dict | None, time_column: str, href) -> dict:
+def _board_row(pick: picks.Pick, board: dict | None, time_column: str, href) -> dict:
     row = pick.row or {}
     shown = pick.verdict != "failed" and row
     ms = number(row.get(time_column)) if shown else math.nan

@@ -30,7 +30,7 @@ def fmt(value) -> str:
 
 
 def ms(value) -> str:
-    """A time in ms, three significant figures (recommend's way), '<0.001' below a microsecond."""
+    """A time in ms, three significant figures (picks's way), '<0.001' below a microsecond."""
     figure = number(value)
     if math.isnan(figure):
         return ""

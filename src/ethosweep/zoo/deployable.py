@@ -4,7 +4,7 @@ Each function returns an nn.Module whose outputs are what a device runs: a detec
 non-maximum suppression (left to the host, as Ultralytics' and torchvision's exporters leave it),
 a segmenter's logits without its dict wrapper. The packages they import (ultralytics, timm) are the
 optional `zoos` dependencies (`uv run --extra zoos ...`); torchvision is a dependency.
-A config names them as `import: ethosweep.compile.deployable:<function>`.
+A config names them as `import: ethosweep.zoo.deployable:<function>`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Firmware and simulator stages: pool sizes from the .pte, the commands ExecuTorch's scripts
-run, and a parser of the bare-metal runner's output.
+"""ExecuTorch's arm_executor_runner on a Corstone FVP, as stages: pool sizes from the .pte, the commands
+ExecuTorch's scripts run, and a parser of the bare-metal runner's output.
 
 One runner per (target, system config, memory mode), built with `--pte=semihosting`, serves
 every model of the sweep: the Corstone FVP hands it the cell's .pte through semihosting at run

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from ethosweep.compile.inputs import random_inputs_like
 from ethosweep.matrix.models import InputSpec, ModelSpec
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import Fault, StageError, of_the_machine
+from ethosweep.zoo.inputs import random_inputs_like
 
 _DTYPES = {
     "float32": torch.float32,
@@ -149,6 +149,10 @@ def _load_file(spec: ModelSpec, path: Path) -> tuple[Any, tuple]:
     return model, inputs
 
 
+# ethosweep's own model modules that configs name, where they were before the zoo had a room of its own
+MOVED = {"ethosweep.compile.deployable": "ethosweep.zoo.deployable"}
+
+
 def _load_import(spec: ModelSpec) -> Any:
     where = f"model '{spec.name}' ({spec.import_path})"
     module_name, _, attr = spec.import_path.partition(":")
@@ -156,7 +160,9 @@ def _load_import(spec: ModelSpec) -> Any:
         with running(where, f"importing {module_name}"):
             module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ModelError(f"{where}: import path does not resolve: {error}{_install_hint(error)}") from error
+        moved = MOVED.get(module_name)
+        hint = f" (it moved: import: {moved}:{attr})" if moved else _install_hint(error)
+        raise ModelError(f"{where}: import path does not resolve: {error}{hint}") from error
     except (Exception, SystemExit) as error:
         raise ModelError(f"{where}: importing {module_name} {raised(error)}") from error
     factory = getattr(module, attr, None)

@@ -13,13 +13,13 @@ import time
 
 import torch
 
-from ethosweep.compile.datasets import load_splits
-from ethosweep.compile.zoo import ModelError, load_model, raised
 from ethosweep.matrix.models import model_spec_from_params
 from ethosweep.runtime.activity import running
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.io import atomic_write_bytes, write_json
 from ethosweep.runtime.provenance import tool_versions
+from ethosweep.zoo.datasets import load_splits
+from ethosweep.zoo.models import ModelError, load_model, raised
 
 log = logging.getLogger(__name__)
 

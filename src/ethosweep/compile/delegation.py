@@ -403,7 +403,7 @@ def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) 
         "program": cache.content_digest(quantized),
         "profile": profile,
         "keep_on_cpu": list(keep_on_cpu),
-        "code": code_version("ethosweep.compile.lowering"),
+        "code": code_version("ethosweep.compile.delegation"),
         # every package the lowering runs, as the lowering rule's key has them
         "tools": stage_versions("ethosweep.compile.lower"),
     }
