@@ -91,7 +91,8 @@ def test_build_command_and_pools():
     pools = firmware.size_pools(cells, "Shared_Sram")
     # the largest need, plus the method allocator's margin, rounded up to 16 KiB
     assert pools.method_allocator == 80 * 1024 and pools.scratch == 32 * 1024
-    command = firmware.build_command("/et", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", pools, "out")
+    config = firmware.RunnerConfig("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    command = firmware.build_command("/et", config, pools, "out")
     assert command[:3] == ["bash", "/et/backends/arm/scripts/build_executor_runner.sh", "--pte=semihosting"]
     assert "--target=ethos-u55-128" in command and "--memory_mode=Shared_Sram" in command
     assert (

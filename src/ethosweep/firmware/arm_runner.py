@@ -69,11 +69,30 @@ def size_pools(cells: list[dict], memory_mode: str) -> Pools:
     )
 
 
+@dataclass(frozen=True)
+class RunnerConfig:
+    """The configuration one runner serves: every cell of a (target, system config, memory mode)."""
+
+    target: str
+    system_config: str
+    memory_mode: str
+
+    def folder(self) -> str:
+        return f"{self.target}/{self.system_config}/{self.memory_mode}"
+
+
+@dataclass(frozen=True)
+class ServedCells:
+    """The cells a runner serves, with the records its pools are sized from (same order)."""
+
+    cells: list[str]
+    compile_meta: list[str]
+    export_meta: list[str]
+
+
 def build_command(
     executorch_src: str,
-    target: str,
-    system_config: str,
-    memory_mode: str,
+    config: RunnerConfig,
     pools: Pools,
     output: str,
     tools_dir: str | None = None,
@@ -85,9 +104,9 @@ def build_command(
         "bash",
         f"{executorch_src}/backends/arm/scripts/build_executor_runner.sh",
         "--pte=semihosting",
-        f"--target={target}",
-        f"--system_config={system_config}",
-        f"--memory_mode={memory_mode}",
+        f"--target={config.target}",
+        f"--system_config={config.system_config}",
+        f"--memory_mode={config.memory_mode}",
         f"--toolchain={toolchain}",
         f"--output={output}",
         f"--et_build_root={output}/et",
@@ -201,12 +220,8 @@ def input_bytes(export_meta: dict) -> int:
 
 
 def plan_runner(
-    target: str,
-    system_config: str,
-    memory_mode: str,
-    cells: list[str],
-    compile_meta: list[str],
-    export_meta: list[str],
+    config: RunnerConfig,
+    served: ServedCells,
     sdk: str,
     sdk_config: dict,
     bundleio: bool,
@@ -217,30 +232,21 @@ def plan_runner(
     commands that build and run it, and whether this machine can: written whether or not it can,
     so the summary says per cell what is missing."""
     sdk = read_json(sdk)  # the check_sdk job's findings
-    needs = []
-    for cell, meta_path, export_path in zip(cells, compile_meta, export_meta, strict=True):
-        if failure_of(meta_path) is not None:  # a failed cell: nothing of it goes on the board
-            continue
-        lowered = read_json(meta_path)
-        needs.append(
-            {
-                "cell": cell,
-                "pte_bytes": lowered["pte_bytes"],
-                "planned_buffer_bytes": lowered["planned_buffer_bytes"],
-                "input_bytes": input_bytes(read_json(export_path)),
-                "scratch_bytes": lowered["scratch_bytes"],
-            }
-        )
-    pools = size_pools(needs, memory_mode)
+    needs = _needs(served)
+    pools = size_pools(needs, config.memory_mode)
     src = sdk["components"]["executorch_src"]["found"] or "<sdk.executorch_src>"
-    output = f"results/firmware/{target}/{system_config}/{memory_mode}/build"
-    fam = family(target)
+    output = f"results/firmware/{config.folder()}/build"
+    fam = family(config.target)
     fvp = sdk["components"][f"fvp:{fam}"]
     program = "model.bpte" if bundleio else "model.pte"
+    tools = {
+        "tools_dir": sdk_config.get("ethos_u_tools_dir"),
+        "toolchain": sdk_config.get("toolchain", "arm-none-eabi-gcc"),
+    }
     result = {
-        "target": target,
-        "system_config": system_config,
-        "memory_mode": memory_mode,
+        "target": config.target,
+        "system_config": config.system_config,
+        "memory_mode": config.memory_mode,
         "cpu": CPU_BY_FAMILY[fam],
         "fvp": FVP_BY_FAMILY[fam],
         "fvp_path": fvp["found"],
@@ -252,19 +258,9 @@ def plan_runner(
         },
         "firmware": sdk["firmware"],
         "run": run_line(sdk["firmware"] == "ready", fvp),
-        "build_command": build_command(
-            src,
-            target,
-            system_config,
-            memory_mode,
-            pools,
-            output,
-            tools_dir=sdk_config.get("ethos_u_tools_dir"),
-            toolchain=sdk_config.get("toolchain", "arm-none-eabi-gcc"),
-            bundleio=bundleio,
-        ),
+        "build_command": build_command(src, config, pools, output, **tools, bundleio=bundleio),
         "fvp_command_example": fvp_command(
-            target,
+            config.target,
             f"{output}/arm_executor_runner",
             f"results/bundle/<cell>/{program}" if bundleio else f"results/vela/<cell>/{program}",
             timelimit_s,
@@ -273,10 +269,29 @@ def plan_runner(
     }
     write_json(plan, result)
     print(
-        f"{target}/{system_config}/{memory_mode}: method pool {pools.method_allocator // KIB} KiB, "
+        f"{config.folder()}: method pool {pools.method_allocator // KIB} KiB, "
         f"scratch pool {pools.scratch // KIB} KiB for {len(needs)} cell(s); firmware: {result['firmware']}"
     )
     return result
+
+
+def _needs(served: ServedCells) -> list[dict]:
+    """What each compiled cell asks of the runner's pools; a failed cell puts nothing on the board."""
+    needs = []
+    for cell, meta_path, export_path in zip(served.cells, served.compile_meta, served.export_meta, strict=True):
+        if failure_of(meta_path) is not None:
+            continue
+        lowered = read_json(meta_path)
+        needs.append(
+            {
+                "cell": cell,
+                "pte_bytes": lowered["pte_bytes"],
+                "planned_buffer_bytes": lowered["planned_buffer_bytes"],
+                "input_bytes": input_bytes(read_json(export_path)),
+                "scratch_bytes": lowered["scratch_bytes"],
+            }
+        )
+    return needs
 
 
 def run_line(firmware_ready: bool, fvp: dict) -> str:

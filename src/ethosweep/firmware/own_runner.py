@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.firmware.build_tools import build_tool
@@ -214,25 +215,48 @@ def memory_fit(sizes: dict[str, int], pte_bytes: int) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ExecuTorchBuild:
+    """ExecuTorch's source checkout and its bare-metal libraries built for a CPU (the executorch job)."""
+
+    executorch_src: str
+    install_dir: str
+
+
+@dataclass(frozen=True)
+class NpuLink:
+    """What an Ethos-U cell's runner links beside the CPU runner: ExecuTorch's delegate for this NPU
+    and Arm's core driver, with CMSIS."""
+
+    target: str
+    driver: str
+    cmsis: str
+
+
+@dataclass(frozen=True)
+class RunnerFiles:
+    """What a runner job writes: the ELF, its facts (firmware.json) and its log."""
+
+    elf: str
+    firmware: str
+    log: str
+
+
 def build_runner(
-    executorch_src,
-    install_dir,
-    pte,
-    planned_bytes: int,
-    build_dir,
-    elf_out,
-    python: str,
-    log,
-    scratch_bytes: int | None = None,
-    npu: dict | None = None,
+    executorch: ExecuTorchBuild, pte, pools: tuple[int, int], build_dir, elf_out, log, npu: NpuLink | None = None
 ) -> dict:
-    """Configure and build the runner for one .pte; copy its ELF to `elf_out`. With `npu`, the
-    temp pool holds the Ethos-U scratch (`scratch_bytes`, read from the .pte by the firmware plan)."""
-    method_pool, temp_pool = pool_sizes(planned_bytes)
-    if scratch_bytes is not None:
-        temp_pool = _round_up(max(scratch_bytes, 1), 16 * 1024)
+    """Configure and build the runner for one .pte with these (method, temp) pools; copy its ELF to
+    `elf_out`."""
+    method_pool, temp_pool = pools
     command = runner_configure_command(
-        executorch_src, install_dir, Path(pte).resolve(), build_dir, python, method_pool, temp_pool, npu
+        executorch.executorch_src,
+        executorch.install_dir,
+        Path(pte).resolve(),
+        build_dir,
+        sys.executable,
+        method_pool,
+        temp_pool,
+        npu and {"target": npu.target, "driver": npu.driver, "cmsis": npu.cmsis},
     )
     run_logged(command, log)
     run_logged([build_tool("cmake"), "--build", str(build_dir)], log)
@@ -244,7 +268,7 @@ def build_runner(
         for lib in ("portable", "quantized", "cortex_m")
     }
     if npu:
-        selected["ethos_u"] = ["EthosUBackend (delegate)", f"ethosu_core_driver ({npu['target']})"]
+        selected["ethos_u"] = ["EthosUBackend (delegate)", f"ethosu_core_driver ({npu.target})"]
     return {
         "board": CPU_BOARD,
         "elf_bytes": Path(elf_out).stat().st_size,
@@ -256,15 +280,15 @@ def build_runner(
     }
 
 
-def build_cell_runner(executorch_src, install_dir, pte, lower_meta, elf, firmware, log) -> dict:
+def build_cell_runner(executorch: ExecuTorchBuild, pte, lower_meta, files: RunnerFiles) -> dict:
     """The runner job of one CPU-only cell."""
     from ethosweep.runtime.io import read_json
 
-    return _build_recorded(executorch_src, install_dir, pte, read_json(lower_meta)["planned_bytes"], elf, firmware, log)
+    return _build_recorded(executorch, pte, pool_sizes(read_json(lower_meta)["planned_bytes"]), files)
 
 
 def build_npu_cell_runner(
-    executorch_src, install_dir, pte, compile_meta, plan, cell, target, driver, cmsis, elf, firmware, log
+    executorch: ExecuTorchBuild, pte, compile_meta, plan, cell, npu: NpuLink, files: RunnerFiles
 ) -> dict:
     """ethosweep's runner for one Ethos-U cell: the CPU runner plus ExecuTorch's Ethos-U delegate
     and the core driver, on the Corstone-300 memory map. It links and its memory fit is checked;
@@ -273,34 +297,22 @@ def build_npu_cell_runner(
 
     needs = next(c for c in read_json(plan)["cells"] if c["cell"] == cell)
     planned = read_json(compile_meta)["planned_buffer_bytes"] + needs["input_bytes"]
-    return _build_recorded(
-        executorch_src,
-        install_dir,
-        pte,
-        planned,
-        elf,
-        firmware,
-        log,
-        scratch_bytes=needs["scratch_bytes"],
-        npu={"target": target, "driver": driver, "cmsis": cmsis},
-        facts={
-            "npu": target,
-            "npu_base": "0x48102000 (Corstone-300), IRQ 56",
-            "run": "not run: QEMU models no NPU; the Corstone-300 FVP is an Arm download",
-        },
-    )
+    # the temp pool holds the Ethos-U scratch, read from the .pte by the firmware plan
+    pools = (pool_sizes(planned)[0], _round_up(max(needs["scratch_bytes"], 1), 16 * 1024))
+    facts = {
+        "npu": npu.target,
+        "npu_base": "0x48102000 (Corstone-300), IRQ 56",
+        "run": "not run: QEMU models no NPU; the Corstone-300 FVP is an Arm download",
+    }
+    return _build_recorded(executorch, pte, pools, files, npu, facts)
 
 
 def _build_recorded(
-    executorch_src,
-    install_dir,
+    executorch: ExecuTorchBuild,
     pte,
-    planned: int,
-    elf,
-    firmware,
-    log,
-    scratch_bytes: int | None = None,
-    npu: dict | None = None,
+    pools: tuple[int, int],
+    files: RunnerFiles,
+    npu: NpuLink | None = None,
     facts: dict | None = None,
 ) -> dict:
     """Build a runner in a scratch folder, keep the ELF and its facts (with the tool versions);
@@ -308,21 +320,10 @@ def _build_recorded(
 
     from ethosweep.runtime.provenance import tool_versions
 
-    with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(log, "a") as log_file:
-        record = build_runner(
-            executorch_src,
-            install_dir,
-            pte,
-            planned,
-            build_dir,
-            elf,
-            sys.executable,
-            log_file,
-            scratch_bytes=scratch_bytes,
-            npu=npu,
-        )
+    with tempfile.TemporaryDirectory(prefix="ethosweep-runner-") as build_dir, open(files.log, "a") as log_file:
+        record = build_runner(executorch, pte, pools, build_dir, files.elf, log_file, npu)
     record.update(facts or {}, versions=tool_versions())
-    write_json(firmware, record)
+    write_json(files.firmware, record)
     if not record["fit"]["fits"]:
         raise StageError(f"the runner {record['fit']['line']}")
     return record

@@ -10,7 +10,7 @@ Torch-free: the Snakefile builds the matrix at parse time.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,6 +20,7 @@ from ethosweep.matrix import boards as bd
 from ethosweep.matrix import targets as tg
 from ethosweep.matrix.cell import Cell, CpuCell, VelaOptions
 from ethosweep.matrix.models import InputSpec, ModelSpec
+from ethosweep.matrix.sweep import Sweep
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")  # a release number, as PyPI lists ethos-u-vela's
@@ -37,70 +38,6 @@ class TargetEntry:
     vela: VelaOptions
     ini: tg.VelaIni
     vela_versions: tuple[str | None, ...] = (None,)
-
-
-@dataclass
-class Sweep:
-    models: dict[str, ModelSpec]
-    quantization: tuple[str, ...]
-    cells: list[Cell]
-    seed: int
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, reason)
-    numerics: dict = field(default_factory=dict)
-    boards: dict = field(default_factory=dict)  # name -> boards.Board
-    cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
-    cpu_cells: list[CpuCell] = field(default_factory=list)
-    _by_id: dict = field(default_factory=dict, repr=False)
-
-    def board_cells(self) -> list[tuple[str, Cell]]:
-        """(board, cell) for every cell compiled for a board, in matrix order."""
-        return [(b, c) for c in self.cells for b in self.cell_boards.get(c.id, [])]
-
-    def cells_of(self, **match: str) -> list[Cell]:
-        return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
-
-    def cell(self, model, quant, target, system_config, memory_mode, vela_tag="") -> Cell:
-        key = Cell(model, quant, target, system_config, memory_mode).id + vela_tag
-        if len(self._by_id) != len(self.cells):
-            self._by_id.update({c.id: c for c in self.cells})
-        try:
-            return self._by_id[key]
-        except KeyError:
-            raise KeyError(f"no cell {key} in the matrix") from None
-
-    def other_vela_versions(self) -> list[str]:
-        """The Vela versions cells run from environments of their own (not the installed one)."""
-        return sorted({c.vela_version for c in self.cells if c.vela_version}, key=_version_key)
-
-    def vela_versions(self) -> list[str]:
-        """Every Vela version the matrix sweeps, the installed one included if any cell uses it."""
-        return sorted({c.effective_vela_version for c in self.cells}, key=_version_key)
-
-    def quantize_keys(self) -> list[tuple[str, str, str]]:
-        """(model, quant, tosa profile) combinations the cells need, in matrix order."""
-        return list(dict.fromkeys((c.model, c.quant, c.tosa_profile) for c in self.cells))
-
-    def describe(self) -> str:
-        """One line for the terminal: what is about to be swept."""
-        dims = (
-            (len({c.model for c in self.cells}), "model"),
-            (len({(c.target, c.system_config) for c in self.cells}), "target"),
-            (len({c.memory_mode for c in self.cells}), "memory mode"),
-            (len({c.quant for c in self.cells}), "quantization scheme"),
-        )
-        if len(self.vela_versions()) > 1:
-            dims += ((len(self.vela_versions()), "Vela version"),)
-        text = (
-            f"ethosweep: {len(self.cells)} cells ("
-            + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims)
-            + ")"
-        )
-        if self.skipped:
-            reasons = sorted({r for _, r in self.skipped})
-            n = len(self.skipped)
-            shown = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if reasons[3:] else "")
-            text += f"; left out {n} combination{'s' if n != 1 else ''} Vela does not accept: {shown}"
-        return text
 
 
 def dataset_files(dataset: Any, base_dir: Path | str = ".") -> list[str]:
@@ -122,32 +59,88 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
     ConfigError with a message naming the key, the value and what is allowed.
     """
     base = Path(base_dir)
-    models = _models(config["models"], base)
-    quantization = tuple(config.get("quantization", ["int8"]))
-    global_vela = _vela_options(config.get("vela", {}), None, "vela", base)
-    global_versions = _vela_versions(config.get("vela", {}), (None,), "vela")
-    targets = config.get("targets", [])
-    entries = _target_entries(
-        list(tg.TARGETS) if targets == "all" else targets,
-        config.get("system_configs", {}),
-        global_vela,
-        base,
-        allow_empty=bool(config.get("boards")),
-        global_versions=global_versions,
-    )
-    memory_modes = _memory_modes(config.get("memory_modes", []), entries)
+    axes = _axes(config, base)
     boards = _boards(
         config.get("boards", []),
         config.get("board_files", []),
         base,
         Path(workflow_dir) if workflow_dir else WORKFLOW_DIR,
     )
+    cells, skipped = _product(axes)
+    for i, selector in enumerate(config.get("exclude", [])):
+        _check_selector(selector, f"exclude[{i}]", axes)
+        cells = [c for c in cells if not _matches(c, selector)]
+    for i, selector in enumerate(config.get("include", [])):
+        cells.extend(_included_cells(selector, f"include[{i}]", axes))
+    on_boards, cell_boards = _board_cells(boards, axes)
+    cells = list({c.id: c for c in cells + on_boards}.values())
+    if not cells:
+        raise ConfigError(
+            "the matrix is empty: no model x target x memory mode combination is left "
+            "(check `memory_modes`, `exclude` and the skipped combinations: "
+            + ("; ".join(f"{c}: {r}" for c, r in skipped) or "none")
+            + ")"
+        )
+    return Sweep(
+        models=axes.models,
+        quantization=axes.quantization,
+        cells=cells,
+        seed=int(config.get("seed", 0)),
+        skipped=skipped,
+        numerics=_numerics(config.get("numerics", {})),
+        boards=boards,
+        cell_boards=cell_boards,
+        cpu_cells=_cpu_cells(config.get("cpu_targets", []), axes.models, axes.quantization, skipped),
+    )
 
+
+@dataclass(frozen=True)
+class _Axes:
+    """The config's axes, checked: what the matrix is the product of, and what an include falls back on."""
+
+    models: dict[str, ModelSpec]
+    quantization: tuple[str, ...]
+    entries: list[TargetEntry]
+    memory_modes: list[str]
+    vela: VelaOptions  # the config's `vela`, for a cell no target entry gives its own
+    vela_versions: tuple[str | None, ...]
+    system_configs: dict[str, str]
+    base: Path
+
+
+def _axes(config: dict[str, Any], base: Path) -> _Axes:
+    models = _models(config["models"], base)
+    vela = _vela_options(config.get("vela", {}), None, "vela", base)
+    versions = _vela_versions(config.get("vela", {}), (None,), "vela")
+    targets = config.get("targets", [])
+    entries = _target_entries(
+        list(tg.TARGETS) if targets == "all" else targets,
+        config.get("system_configs", {}),
+        vela,
+        base,
+        allow_empty=bool(config.get("boards")),
+        global_versions=versions,
+    )
+    return _Axes(
+        models=models,
+        quantization=tuple(config.get("quantization", ["int8"])),
+        entries=entries,
+        memory_modes=_memory_modes(config.get("memory_modes", []), entries),
+        vela=vela,
+        vela_versions=versions,
+        system_configs=config.get("system_configs", {}),
+        base=base,
+    )
+
+
+def _product(axes: _Axes) -> tuple[list[Cell], list[tuple[str, str]]]:
+    """Every model x scheme x target entry x memory mode (x Vela version), and the combinations
+    Vela does not accept, each said once (it recurs for every model and scheme)."""
     cells, skipped = [], []
-    for model in models:
-        for quant in quantization:
-            for entry in entries:
-                for mode in memory_modes:
+    for model in axes.models:
+        for quant in axes.quantization:
+            for entry in axes.entries:
+                for mode in axes.memory_modes:
                     reason = _combination_reason(entry, mode)
                     if reason is not None:
                         skipped.append((f"{entry.target} x {entry.system_config} x {mode}", reason))
@@ -156,50 +149,21 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
                         Cell(model, quant, entry.target, entry.system_config, mode, entry.vela, version)
                         for version in entry.vela_versions
                     )
-    # The same target/memory combination is skipped once per model and scheme: report it once.
-    skipped = list(dict.fromkeys(skipped))
+    return cells, list(dict.fromkeys(skipped))
 
-    for i, selector in enumerate(config.get("exclude", [])):
-        _check_selector(selector, f"exclude[{i}]", models, quantization, entries, memory_modes)
-        cells = [c for c in cells if not _matches(c, selector)]
 
-    for i, selector in enumerate(config.get("include", [])):
-        cells.extend(
-            _included_cells(
-                selector, f"include[{i}]", models, quantization, entries, config, global_vela, global_versions, base
-            )
-        )
-
-    cell_boards: dict[str, list[str]] = {}
+def _board_cells(boards: dict[str, "bd.Board"], axes: _Axes) -> tuple[list[Cell], dict[str, list[str]]]:
+    """The cells each board's configuration adds, and the boards each cell is on."""
+    cells, cell_boards = [], {}
     for board in boards.values():
-        for model in models:
-            for quant in quantization:
+        for model in axes.models:
+            for quant in axes.quantization:
                 for mode in board.memory_modes:
-                    for version in global_versions:
-                        cell = Cell(model, quant, board.target, board.system_config, mode, global_vela, version)
+                    for version in axes.vela_versions:
+                        cell = Cell(model, quant, board.target, board.system_config, mode, axes.vela, version)
                         cells.append(cell)
                         cell_boards.setdefault(cell.id, []).append(board.name)
-
-    cells = list({c.id: c for c in cells}.values())
-    if not cells:
-        raise ConfigError(
-            "the matrix is empty: no model x target x memory mode combination is left "
-            "(check `memory_modes`, `exclude` and the skipped combinations: "
-            + ("; ".join(f"{c}: {r}" for c, r in skipped) or "none")
-            + ")"
-        )
-    cpu_cells = _cpu_cells(config.get("cpu_targets", []), models, quantization, skipped)
-    return Sweep(
-        models=models,
-        quantization=quantization,
-        cells=cells,
-        seed=int(config.get("seed", 0)),
-        skipped=skipped,
-        numerics=_numerics(config.get("numerics", {})),
-        boards=boards,
-        cell_boards=cell_boards,
-        cpu_cells=cpu_cells,
-    )
+    return cells, cell_boards
 
 
 def _cpu_cells(cpus: list[str], models, quantization, skipped: list) -> list[CpuCell]:
@@ -376,10 +340,6 @@ def _vela_versions(entry: dict, inherited: tuple[str | None, ...], where: str) -
     return tuple(None if v == installed else v for v in versions)
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
-
-
 def _ini(options: VelaOptions, base: Path) -> tg.VelaIni:
     return tg.read_vela_ini(None if options.config is None else str(base / options.config))
 
@@ -438,45 +398,47 @@ def _matches(cell: Cell, selector: dict) -> bool:
     return all(getattr(cell, key_to_attr.get(k, k)) == v for k, v in selector.items())
 
 
-def _allowed_values(models, quantization, entries, memory_modes) -> dict[str, Iterable[str]]:
+def _allowed_values(axes: _Axes) -> dict[str, Iterable[str]]:
     return {
-        "model": list(models),
-        "quantization": list(quantization),
-        "target": list(dict.fromkeys(e.target for e in entries)),
-        "system_config": list(dict.fromkeys(e.system_config for e in entries)),
-        "memory_mode": list(memory_modes),
-        "vela_version": list(dict.fromkeys(v or tg.installed_vela_version() for e in entries for v in e.vela_versions)),
+        "model": list(axes.models),
+        "quantization": list(axes.quantization),
+        "target": list(dict.fromkeys(e.target for e in axes.entries)),
+        "system_config": list(dict.fromkeys(e.system_config for e in axes.entries)),
+        "memory_mode": list(axes.memory_modes),
+        "vela_version": list(
+            dict.fromkeys(v or tg.installed_vela_version() for e in axes.entries for v in e.vela_versions)
+        ),
     }
 
 
-def _check_selector(selector: dict, where: str, models, quantization, entries, memory_modes) -> None:
-    allowed = _allowed_values(models, quantization, entries, memory_modes)
+def _check_selector(selector: dict, where: str, axes: _Axes) -> None:
+    allowed = _allowed_values(axes)
     for key, value in selector.items():
         if value not in allowed[key]:
             raise ConfigError(f"{where}.{key}: {value!r} is not in the matrix; allowed: {', '.join(allowed[key])}")
 
 
-def _included_cells(
-    selector, where, models, quantization, entries, config, global_vela, global_versions, base
-) -> list[Cell]:
+def _included_cells(selector: dict, where: str, axes: _Axes) -> list[Cell]:
     model, target, mode = selector["model"], selector["target"], selector["memory_mode"]
-    if model not in models:
-        raise ConfigError(f"{where}.model: unknown model {model!r}; allowed: {', '.join(models)}")
+    if model not in axes.models:
+        raise ConfigError(f"{where}.model: unknown model {model!r}; allowed: {', '.join(axes.models)}")
     if target not in tg.TARGETS:
         raise ConfigError(f"{where}.target: unknown target {target!r}; allowed: {', '.join(tg.TARGETS)}")
     fam = tg.family(target)
     matching = [
-        e for e in entries if e.target == target and e.system_config == selector.get("system_config", e.system_config)
+        e
+        for e in axes.entries
+        if e.target == target and e.system_config == selector.get("system_config", e.system_config)
     ]
     system_config = (
         selector.get("system_config")
         or (matching[0].system_config if matching else None)
-        or config.get("system_configs", {}).get(fam)
+        or axes.system_configs.get(fam)
         or tg.DEFAULT_SYSTEM_CONFIG[fam]
     )
-    vela = matching[0].vela if matching else global_vela
-    ini = matching[0].ini if matching else _ini(vela, base)
-    versions = matching[0].vela_versions if matching else global_versions
+    vela = matching[0].vela if matching else axes.vela
+    ini = matching[0].ini if matching else _ini(vela, axes.base)
+    versions = matching[0].vela_versions if matching else axes.vela_versions
     if "vela_version" in selector:
         versions = _vela_versions({"versions": [selector["vela_version"]]}, versions, f"{where}")
     for key, reason in (
@@ -485,7 +447,7 @@ def _included_cells(
     ):
         if reason is not None:
             raise ConfigError(f"{where}.{key}: {model} on {target} / {system_config} / {mode} is not valid: {reason}")
-    quants = [selector["quantization"]] if "quantization" in selector else list(quantization)
+    quants = [selector["quantization"]] if "quantization" in selector else list(axes.quantization)
     for q in quants:
         if q not in QUANT_SCHEMES:
             raise ConfigError(f"{where}.quantization: unknown scheme {q!r}; allowed: {', '.join(QUANT_SCHEMES)}")

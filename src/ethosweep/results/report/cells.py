@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from ethosweep.matrix.boards import board_from_params, fit
@@ -43,24 +44,26 @@ TOP_LAYER_COLUMNS = (
 )
 
 
-def cell_detail(
-    cell: dict,
-    per_layer: str,
-    vela_summary: str,
-    delegation: str,
-    compile_meta: str,
-    verify_report: str,
-    fallback_report: str | None,
-    siblings: dict[str, str],
-    top: int = 5,
-) -> dict:
+@dataclass(frozen=True)
+class CellRecords:
+    """The records one cell's page is drawn from (its stages' outputs)."""
+
+    per_layer: str
+    vela_summary: str
+    delegation: str
+    compile_meta: str
+    verify_report: str | None
+    fallback_report: str | None
+
+
+def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top: int = 5) -> dict:
     """Everything the report shows about one cell, as data: top layers, CPU operators, advice."""
-    with open(per_layer, newline="") as f:
+    with open(records.per_layer, newline="") as f:
         layers = list(csv.DictReader(f))
-    figures = read_json(vela_summary)["cell"]
-    lowered = read_json(compile_meta)
-    table = cell_delegation(lowered, read_json(delegation))
-    verified = verified_of(verify_report, lowered, cell_id(cell), fallback_report)
+    figures = read_json(records.vela_summary)["cell"]
+    lowered = read_json(records.compile_meta)
+    table = cell_delegation(lowered, read_json(records.delegation))
+    verified = verified_of(records.verify_report, lowered, cell_id(cell), records.fallback_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
     fits = [
         {
@@ -243,10 +246,11 @@ def write_cell_reports(
     fallback_report = fallback_report or [None] * len(cells)
     columns = (per_layer, vela_summary, delegation, compile_meta, verify_report, fallback_report)
     for cell, *paths in zip(cells, *columns, strict=True):
-        failed = failure_of(paths[3])
+        records = CellRecords(*paths)
+        failed = failure_of(records.compile_meta)
         if failed is None:
             siblings = {m: path for m, path in modes[_configuration(cell)].items() if m != cell["memory_mode"]}
-            page = render_cell(cell_detail(cell, *paths, siblings))
+            page = render_cell(cell_detail(cell, records, siblings))
         else:
             page = render_failed_cell(cell, failed)
         atomic_write_text(Path(folder) / f"{cell_id(cell)}.html", standalone(cell, page))
