@@ -108,7 +108,14 @@ def bundle_deployment(
         )
     if not verdict.fits:
         files[program] = f"not written: the cell does not fit {board.name} (its .pte: {pte})"
-    readme = "\n".join(
+    readme = _readme(board, cell, verdict, files, build)
+    atomic_write_text(out / "README.md", readme)
+    return {"fit": verdict.verdict}
+
+
+def _readme(board, cell: dict, verdict, files: dict[str, str], build: str) -> str:
+    """The bundle's README: the cell, its fit with the margins, its files and the steps to the board."""
+    return "\n".join(
         [
             f"# {cell['model']} on {board.name}",
             "",
@@ -130,5 +137,3 @@ def bundle_deployment(
             "",
         ]
     )
-    atomic_write_text(out / "README.md", readme)
-    return {"fit": verdict.verdict}

@@ -114,32 +114,36 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
     """Check every part the firmware and run stages need, from the config's `sdk` section."""
     sdk = sdk or {}
     base = base or Path.cwd()
-    version = installed_executorch_version()
-    get_checkout = SETUP_HINT.format(version=version)
-    status = SdkStatus(executorch_version=version)
-    search_path = os.pathsep.join(
-        filter(None, [*(str(_resolve(p, base)) for p in sdk.get("path", [])), os.environ.get("PATH", "")])
-    )
+    status = SdkStatus(executorch_version=installed_executorch_version())
+    status.components.update(_sources(sdk, base, status.executorch_version))
+    status.components.update(_programs(sdk, base))
+    return status
 
+
+def _sources(sdk: dict, base: Path, version: str) -> dict[str, Component]:
+    """The source trees: ExecuTorch's checkout, its setup.sh's scratch folder, the Ethos-U SDK, the
+    core driver and CMSIS (each from the config, or where setup.sh puts it)."""
+    get_checkout = SETUP_HINT.format(version=version)
+    components = {}
     src = _resolve(sdk.get("executorch_src"), base)
-    status.components["executorch_src"] = _checkout(
+    components["executorch_src"] = _checkout(
         src, version, get_checkout, allow_other_version=bool(sdk.get("allow_version_mismatch"))
     )
     scratch = _resolve(sdk.get("ethos_u_tools_dir"), base) or (src / "examples/arm/arm-scratch" if src else None)
     setup_path = scratch / "setup_path.sh" if scratch else None
-    status.components["setup_path"] = _exists(
+    components["setup_path"] = _exists(
         "setup_path.sh (from examples/arm/setup.sh)",
         setup_path,
         get_checkout,
         unset="no ExecuTorch checkout to look in" if not src and not scratch else "",
     )
     ethos_u = scratch / "ethos-u" if scratch else None
-    status.components["ethos_u_sdk"] = _ethos_u_sdk(ethos_u, get_checkout)
+    components["ethos_u_sdk"] = _ethos_u_sdk(ethos_u, get_checkout)
 
     driver = _resolve(sdk.get("ethos_u_driver_src"), base) or (
         ethos_u / "core_software/core_driver" if ethos_u else None
     )
-    status.components["ethos_u_driver"] = _exists(
+    components["ethos_u_driver"] = _exists(
         "Ethos-U core driver sources",
         driver,
         "setup.sh's ethos-u/core_software/core_driver, or a copy of Arm's core_driver (e.g. "
@@ -147,15 +151,24 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
         unset="sdk.ethos_u_driver_src is not set and there is no Ethos-U SDK to take it from",
     )
     cmsis = _resolve(sdk.get("cmsis_src"), base) or (driver.parent / "cmsis_6" if driver else None)
-    status.components["cmsis"] = _exists(
+    components["cmsis"] = _exists(
         "CMSIS_6 (the core driver's headers)",
         cmsis,
         "git clone https://github.com/ARM-software/CMSIS_6 (sdk.cmsis_src)",
         unset="sdk.cmsis_src is not set",
     )
 
+    return components
+
+
+def _programs(sdk: dict, base: Path) -> dict[str, Component]:
+    """The programs: the cross toolchain, CMake and Ninja, QEMU and the FVPs (on sdk.path or PATH)."""
+    components = {}
+    search_path = os.pathsep.join(
+        filter(None, [*(str(_resolve(p, base)) for p in sdk.get("path", [])), os.environ.get("PATH", "")])
+    )
     toolchain = sdk.get("toolchain", "arm-none-eabi-gcc")
-    status.components["toolchain"] = _program(
+    components["toolchain"] = _program(
         f"cross toolchain ({toolchain})",
         toolchain,
         search_path,
@@ -165,19 +178,19 @@ def probe(sdk: dict | None, base: Path | None = None) -> SdkStatus:
     user_path = os.pathsep.join(str(_resolve(p, base)) for p in sdk.get("path", []))
     for program, name in (("cmake", "CMake"), ("ninja", "Ninja")):
         where = os.pathsep.join(filter(None, [user_path, *environment_bins()]))
-        status.components[program] = _program(name, program, where, "uv sync (uv.lock pins it)")
+        components[program] = _program(name, program, where, "uv sync (uv.lock pins it)")
     qemu = sdk.get("qemu", "qemu-system-arm")
-    status.components["qemu"] = _program(
+    components["qemu"] = _program(
         f"QEMU ({qemu}, for CPU-only cells)", qemu, search_path, "apt-get install qemu-system-arm"
     )
     for fam, program in FVP_BY_FAMILY.items():
-        status.components[f"fvp:{fam}"] = _program(
+        components[f"fvp:{fam}"] = _program(
             program,
             program,
             search_path,
             "Arm download under EULA, installed by examples/arm/setup.sh; or list its folder in sdk.path",
         )
-    return status
+    return components
 
 
 def _resolve(value: str | None, base: Path) -> Path | None:

@@ -258,37 +258,40 @@ def _models(entries: list[dict], base: Path) -> dict[str, ModelSpec]:
             "channels_last": bool(entry.get("channels_last")),
             "task": entry.get("task"),
         }
-        has_file, has_import = "file" in entry, "import" in entry
-        if has_file == has_import:
-            raise ConfigError(
-                f"{where} ({name}): give exactly one of `file` (a model file) or `import` (package.module:Callable)"
-            )
-        if has_file:
-            if "inputs" in entry or entry.get("kwargs"):
-                raise ConfigError(
-                    f"{where} ({name}): `inputs` and `kwargs` belong to `import` models; a model file defines "
-                    "ModelInputs itself"
-                )
-            path = Path(entry["file"])
-            if not (base / path).is_file():
-                raise ConfigError(
-                    f"{where}.file ({name}): model file {entry['file']!r} does not exist (relative to {base.resolve()})"
-                )
-            models[name] = ModelSpec(name=name, file=entry["file"], **extras)
-        else:
-            if not entry.get("inputs"):
-                raise ConfigError(
-                    f"{where} ({name}): an `import` model needs `inputs` (a list of {{shape: [...]}}, one per "
-                    "forward() argument)"
-                )
-            inputs = tuple(
-                InputSpec(tuple(spec["shape"]), spec.get("dtype", "float32"), *spec.get("range", [0.0, 1.0]))
-                for spec in entry["inputs"]
-            )
-            models[name] = ModelSpec(
-                name=name, import_path=entry["import"], kwargs=dict(entry.get("kwargs", {})), inputs=inputs, **extras
-            )
+        models[name] = _model(entry, name, where, base, extras)
     return models
+
+
+def _model(entry: dict, name: str, where: str, base: Path, extras: dict) -> ModelSpec:
+    """A model file (ModelUnderTest, ModelInputs) or an import path with its inputs: exactly one."""
+    has_file, has_import = "file" in entry, "import" in entry
+    if has_file == has_import:
+        raise ConfigError(
+            f"{where} ({name}): give exactly one of `file` (a model file) or `import` (package.module:Callable)"
+        )
+    if has_file:
+        if "inputs" in entry or entry.get("kwargs"):
+            raise ConfigError(
+                f"{where} ({name}): `inputs` and `kwargs` belong to `import` models; a model file defines "
+                "ModelInputs itself"
+            )
+        if not (base / entry["file"]).is_file():
+            raise ConfigError(
+                f"{where}.file ({name}): model file {entry['file']!r} does not exist (relative to {base.resolve()})"
+            )
+        return ModelSpec(name=name, file=entry["file"], **extras)
+    if not entry.get("inputs"):
+        raise ConfigError(
+            f"{where} ({name}): an `import` model needs `inputs` (a list of {{shape: [...]}}, one per "
+            "forward() argument)"
+        )
+    inputs = tuple(
+        InputSpec(tuple(spec["shape"]), spec.get("dtype", "float32"), *spec.get("range", [0.0, 1.0]))
+        for spec in entry["inputs"]
+    )
+    return ModelSpec(
+        name=name, import_path=entry["import"], kwargs=dict(entry.get("kwargs", {})), inputs=inputs, **extras
+    )
 
 
 def _model_reads(paths: list[str], where: str, base: Path) -> tuple[str, ...]:

@@ -257,41 +257,32 @@ def cell_row(
         **version_columns(lowered["versions"]),
         **numerics_columns(lowered, verify_report, cell_id(cell), fallback_report),
     }
-    if figures:
-        row.update(
-            {
-                "vela_macs": figures["nn_macs"],
-                "vela_cycles_total": figures["cycles_total"],
-                "vela_cycles_npu": figures["cycles_npu"],
-                "vela_inference_ms": milliseconds(figures["inference_time_ms"]),
-                "vela_time_covers": time_covers(table),
-                **layout_columns(figures.get("layout") or {}),
-                "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
-                "vela_mac_utilisation_pct": round(100 * figures["mac_utilisation"], 2)
-                if figures["mac_utilisation"] is not None
-                else "",
-                "vela_sram_kib": round(figures["sram_memory_used"], 2),
-                "vela_off_chip_flash_kib": round(figures["off_chip_flash_memory_used"], 2),
-                "vela_on_chip_flash_kib": round(figures["on_chip_flash_memory_used"], 2),
-                "vela_dram_kib": round(figures["dram_memory_used"], 2),
-                "vela_core_clock_mhz": round(figures["core_clock"] / 1e6, 1),
-                # bytes moved through every memory (Vela), for the report's roofline
-                "vela_traffic_kib": round(
-                    sum(
-                        figures.get(k) or 0
-                        for k in (
-                            "sram_total_bytes",
-                            "dram_total_bytes",
-                            "on_chip_flash_total_bytes",
-                            "off_chip_flash_total_bytes",
-                        )
-                    )
-                    / 1024,
-                    2,
-                ),
-            }
-        )
-    return row
+    return {**row, **vela_columns(figures, table)} if figures else row
+
+
+# the bytes moved through every memory (Vela), for the report's roofline
+TRAFFIC = ("sram_total_bytes", "dram_total_bytes", "on_chip_flash_total_bytes", "off_chip_flash_total_bytes")
+
+
+def vela_columns(figures: dict, table: dict) -> dict:
+    """A compiled cell's columns from Vela's performance figures (compiler estimates)."""
+    utilisation = figures["mac_utilisation"]
+    return {
+        "vela_macs": figures["nn_macs"],
+        "vela_cycles_total": figures["cycles_total"],
+        "vela_cycles_npu": figures["cycles_npu"],
+        "vela_inference_ms": milliseconds(figures["inference_time_ms"]),
+        "vela_time_covers": time_covers(table),
+        **layout_columns(figures.get("layout") or {}),
+        "vela_inferences_per_s": round(figures["inferences_per_second"], 1),
+        "vela_mac_utilisation_pct": round(100 * utilisation, 2) if utilisation is not None else "",
+        "vela_sram_kib": round(figures["sram_memory_used"], 2),
+        "vela_off_chip_flash_kib": round(figures["off_chip_flash_memory_used"], 2),
+        "vela_on_chip_flash_kib": round(figures["on_chip_flash_memory_used"], 2),
+        "vela_dram_kib": round(figures["dram_memory_used"], 2),
+        "vela_core_clock_mhz": round(figures["core_clock"] / 1e6, 1),
+        "vela_traffic_kib": round(sum(figures.get(k) or 0 for k in TRAFFIC) / 1024, 2),
+    }
 
 
 def will_not_run(mismatches: list[str]) -> str:

@@ -8,7 +8,7 @@ from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON,
 
 
 def format_table(rows: list[dict]) -> str:
-    """The matrix at a glance, for the terminal."""
+    """The matrix at a glance, for the terminal, with what failed, does not fit or was found under it."""
     several_velas = len({r.get("vela_version") for r in rows}) > 1
     headers = [
         "model",
@@ -29,57 +29,63 @@ def format_table(rows: list[dict]) -> str:
         "NPU vs quant",
         "vs float",
     ]
-    lines = []
-    for r in rows:
-        ok = r.get("status") in COMPILED  # its figures are Vela's
-        flash = sum(
-            number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib")
-        )
-        lines.append(
-            [
-                r["model"],
-                r["quantization"],
-                r["target"],
-                r["memory_mode"],
-                *([r.get("vela_version", "")] if several_velas else []),
-                r.get("board", ""),
-                r["status"]
-                if r.get("status") != "ok" or not r.get("reason")
-                else "ok (fallback)"
-                if r["reason"].startswith("fallback:")
-                else f"ok ({r.get('delegation')})",
-                f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
-                f"{int(number(r.get('vela_cycles_total'), 0.0)):,}"
-                if ok and r.get("vela_cycles_total") not in ("", None)
-                else "",
-                _table_ms(number(r.get("vela_inference_ms"), 0.0)) + ("+CPU" if npu_part_only(r) else "")
-                if ok and r.get("vela_inference_ms") not in ("", None)
-                else "",
-                f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
-                f"{flash:.1f}" if ok and r.get("vela_sram_kib") not in ("", None) else "",
-                f"{number(r.get('pte_bytes'), 0.0) / 1024:.1f}" if ok else "",
-                _fit_cell(r) if ok else "",
-                f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}"
-                if ok and r.get("top1_npu") not in ("", None)
-                else "",
-                _numerics_cell(r) if ok else "",
-                r.get("vs_float", "") if ok else "",
-            ]
-        )
+    lines = [_line(r, several_velas) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
     first_number = headers.index("NPU/CPU ops")
     fmt = "  ".join(f"{{:{'>' if i >= first_number else '<'}{w}}}" for i, w in enumerate(widths))
     out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
     out += [fmt.format(*line) for line in lines]
-    failed = [r for r in rows if r.get("status") != "ok"]
     out.append("")
+    return "\n".join(out + _findings(rows, several_velas) + firmware_footer(rows))
+
+
+def _line(r: dict, several_velas: bool) -> list[str]:
+    """One row of the table: a compiled cell's figures are Vela's; a failed cell has none."""
+    ok = r.get("status") in COMPILED
+
+    def given(key: str) -> bool:
+        return ok and r.get(key) not in ("", None)
+
+    flash = sum(number(r.get(k), 0.0) for k in ("vela_off_chip_flash_kib", "vela_on_chip_flash_kib", "vela_dram_kib"))
+    ms = _table_ms(number(r.get("vela_inference_ms"), 0.0)) + ("+CPU" if npu_part_only(r) else "")
+    return [
+        r["model"],
+        r["quantization"],
+        r["target"],
+        r["memory_mode"],
+        *([r.get("vela_version", "")] if several_velas else []),
+        r.get("board", ""),
+        _status(r),
+        f"{r.get('npu_ops')}/{r.get('cpu_ops')}" if ok else "",
+        f"{int(number(r.get('vela_cycles_total'), 0.0)):,}" if given("vela_cycles_total") else "",
+        ms if given("vela_inference_ms") else "",
+        f"{number(r.get('vela_sram_kib'), 0.0):.1f}" if given("vela_sram_kib") else "",
+        f"{flash:.1f}" if given("vela_sram_kib") else "",
+        f"{number(r.get('pte_bytes'), 0.0) / 1024:.1f}" if ok else "",
+        _fit_cell(r) if ok else "",
+        f"{_pct(r.get('top1_float'))}/{_pct(r.get('top1_npu'))}" if given("top1_npu") else "",
+        _numerics_cell(r) if ok else "",
+        r.get("vs_float", "") if ok else "",
+    ]
+
+
+def _status(r: dict) -> str:
+    if r.get("status") != "ok" or not r.get("reason"):
+        return r["status"]
+    return "ok (fallback)" if r["reason"].startswith("fallback:") else f"ok ({r.get('delegation')})"
+
+
+def _findings(rows: list[dict], several_velas: bool) -> list[str]:
+    """Under the table: how many cells are ok, then each failure, each misfit and the numerics' findings
+    (one line per model and finding: numerics are verified per model and TOSA profile)."""
+    failed = [r for r in rows if r.get("status") != "ok"]
     cells = {cell_id(r) for r in rows}
     failed_cells = {cell_id(r) for r in failed}
     on_boards = f" ({len(rows)} rows: a cell appears once per board it is on)" if len(rows) != len(cells) else ""
-    out.append(
+    out = [
         f"{len(cells) - len(failed_cells)} of {len(cells)} cells ok{on_boards}; "
         "cycles and memory are Vela's compiler estimates."
-    )
+    ]
     if any(npu_part_only(r) for r in rows):
         out.append(
             "  ms+CPU: the NPU part's time; the operators left on the CPU are not timed (CPU time not estimated)"
@@ -99,7 +105,6 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         if r.get("fit", "").startswith("does not fit"):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
-    # numerics are verified per model and TOSA profile: one line per model and finding
     found: dict[tuple, set] = {}
     for r in rows:
         if r.get("numerics") in ("flagged", "inconclusive", "unverified"):
@@ -107,11 +112,10 @@ def format_table(rows: list[dict]) -> str:
             found.setdefault(key, set()).add((r["target"], r["memory_mode"]))
     if any(r.get("numerics") == NOT_VERIFIED for r in rows):
         out.append(f"  numerics: {NOT_VERIFIED} ({NOT_VERIFIED_REASON})")
-    for (status, model, quant, reason), cells in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
-        targets = ", ".join(sorted({t for t, _ in cells}))
-        out.append(f"  numerics {status}: {model} [{quant}] on {len(cells)} cell(s) ({targets}): {reason}")
-    out += firmware_footer(rows)
-    return "\n".join(out)
+    for (status, model, quant, reason), where in sorted(found.items(), key=lambda kv: kv[0][0] != "flagged"):
+        targets = ", ".join(sorted({t for t, _ in where}))
+        out.append(f"  numerics {status}: {model} [{quant}] on {len(where)} cell(s) ({targets}): {reason}")
+    return out
 
 
 def _fit_cell(row: dict) -> str:

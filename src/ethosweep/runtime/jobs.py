@@ -99,18 +99,7 @@ def run_stages(
         if upstream is not None:
             _pass_on(smk, upstream, directories, label)
             return
-    request = {
-        "steps": [{"ref": ref, "kwargs": kwargs, "job": job} for ref, kwargs in steps],
-        "log": str(smk.log[0]),
-        "label": label,
-        "rule": smk.rule,
-        "threads": int(smk.threads),
-        # what the supervisor holds the job to, and names when it stops it
-        "resources": {key: smk.resources.get(key) for key in ("runtime", "mem_mb")},
-        "cwd": os.getcwd(),
-        "env": dict(os.environ),
-        "sys_path": list(sys.path),
-    }
+    request = _request(smk, steps, job, label)
     stored = _in_store(smk, [ref for ref, _ in steps], job)
     if stored is not None and _restored(smk, *stored, job, label):
         return
@@ -144,6 +133,22 @@ def run_stages(
 # that always hangs. Counted per job and per job key (its inputs, code and settings): any change starts over.
 RECURRENCES = 3
 RECURRING = {"MEMORY": "ran out of memory", "TIME": "reached its time limit"}
+
+
+def _request(smk: Any, steps: tuple, job: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    """What the supervisor runs: the steps, with the job's log, threads, resources and environment."""
+    return {
+        "steps": [{"ref": ref, "kwargs": kwargs, "job": job} for ref, kwargs in steps],
+        "log": str(smk.log[0]),
+        "label": label,
+        "rule": smk.rule,
+        "threads": int(smk.threads),
+        # what the supervisor holds the job to, and names when it stops it
+        "resources": {key: smk.resources.get(key) for key in ("runtime", "mem_mb")},
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "sys_path": list(sys.path),
+    }
 
 
 def _recurring(smk: Any, outcome: dict, request: dict, job: dict[str, Any] | None) -> dict:

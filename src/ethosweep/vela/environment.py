@@ -89,6 +89,31 @@ def _uv_message(text: str) -> str:
     return "; ".join(line for line in lines if line and not line.startswith("hint:"))[:400]
 
 
+def _resolve_locked(uv: str, requirement: str, lock: Path, python: str) -> None:
+    """Resolve the requirement from the registry into a lock with hashes."""
+    _uv(
+        uv,
+        *("pip", "compile", "-", "--output-file", str(lock), "--python", python),
+        *("--generate-hashes", "--no-header", "--quiet"),
+        what=f"could not resolve {requirement} from the registry",
+        stdin=requirement + "\n",
+    )
+
+
+def _install_locked(uv: str, requirement: str, lock: Path, venv: Path, python: str) -> Path:
+    """A new environment at `venv` holding exactly the lock; its interpreter."""
+    _uv(uv, "venv", str(venv), "--python", python, "--quiet", what=f"could not make an environment for {requirement}")
+    venv_python = venv / "bin" / "python"
+    # each cell runs `vela` as a new process: without .pyc files (and where PYTHONDONTWRITEBYTECODE
+    # is set) each would compile Vela's sources again, ~2 s a cell
+    _uv(
+        uv,
+        *("pip", "sync", str(lock), "--python", str(venv_python), "--compile-bytecode", "--quiet"),
+        what=f"could not install {requirement}",
+    )
+    return venv_python
+
+
 def create_environment(vela_version: str, venv: str, lock: str, env: str, python: str | None = None) -> dict:
     """Make `venv` an environment with ethos-u-vela==`version`, locked in `lock` (see the module
     docstring).
@@ -102,45 +127,9 @@ def create_environment(vela_version: str, venv: str, lock: str, env: str, python
     lock, venv = Path(lock), Path(venv)
     lock.parent.mkdir(parents=True, exist_ok=True)
     with running("uv", f"resolving {requirement}"):
-        _uv(
-            uv,
-            "pip",
-            "compile",
-            "-",
-            "--output-file",
-            str(lock),
-            "--python",
-            python,
-            "--generate-hashes",
-            "--no-header",
-            "--quiet",
-            what=f"could not resolve {requirement} from the registry",
-            stdin=requirement + "\n",
-        )
+        _resolve_locked(uv, requirement, lock, python)
     with running("uv", f"installing {requirement}"):
-        _uv(
-            uv,
-            "venv",
-            str(venv),
-            "--python",
-            python,
-            "--quiet",
-            what=f"could not make an environment for {requirement}",
-        )
-        venv_python = venv / "bin" / "python"
-        _uv(
-            uv,
-            "pip",
-            "sync",
-            str(lock),
-            "--python",
-            str(venv_python),
-            # each cell runs `vela` as a new process: without .pyc files (and where
-            # PYTHONDONTWRITEBYTECODE is set) each would compile Vela's sources again, ~2 s a cell
-            "--compile-bytecode",
-            "--quiet",
-            what=f"could not install {requirement}",
-        )
+        venv_python = _install_locked(uv, requirement, lock, venv, python)
     vela = venv / "bin" / "vela"
     reported = subprocess.run([str(vela), "--version"], capture_output=True, text=True).stdout.strip()
     if reported != version:

@@ -198,7 +198,6 @@ def locate(
     activations = [n for n in quant_module.graph.nodes if is_quantize(n) and layer_sources(n)]
     internal = internal_activations(activations, order)
     described = {node.name: describe(node, order) for node in activations}
-    unpaired, off_npu = [], []
     seen = Unseen(
         activations=activations,
         described=described,
@@ -210,14 +209,7 @@ def locate(
         pairs=pairs,
         plain=plain.values,
     )
-    for node in activations:
-        if node.name in pairs or accounted_for(node, seen):
-            continue
-        layer = described[node.name]
-        if all(op.strip() in cpu_ops for op in layer["ops"].split("+")):
-            off_npu.append(layer)
-        else:
-            unpaired.append(layer)
+    unpaired, off_npu = _unpaired_and_off_npu(seen, cpu_ops)
     hidden = {n.name for n in activations if described[n.name] in unpaired}
     boundaries = {name: value for name, value in npu.items() if name not in internal}
     with torch.no_grad():
@@ -238,6 +230,18 @@ def locate(
         if node.name in pairs
     ]
     return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
+
+
+def _unpaired_and_off_npu(seen: Unseen, cpu_ops: frozenset[str]) -> tuple[list[dict], list[dict]]:
+    """The activations neither paired nor accounted for: those whose operators all run on the CPU
+    (PyTorch runs them on both paths), and the rest, unpaired."""
+    unpaired, off_npu = [], []
+    for node in seen.activations:
+        if node.name in seen.pairs or accounted_for(node, seen):
+            continue
+        layer = seen.described[node.name]
+        (off_npu if all(op.strip() in cpu_ops for op in layer["ops"].split("+")) else unpaired).append(layer)
+    return unpaired, off_npu
 
 
 def _steps(a: torch.Tensor, b: torch.Tensor) -> int:

@@ -34,23 +34,12 @@ from ethosweep.verify.intervals import (
     per_input_relative_errors,
     would_decide,
 )
-from ethosweep.verify.tolerances import (
-    ENERGY_TOLERANCE_DB,
-    GROSS_FACTOR,
-    GROSS_FLOOR_INT8_STEPS,
-    Thresholds,
-)
+from ethosweep.verify.tolerances import ENERGY_TOLERANCE_DB, GROSS_FACTOR, GROSS_FLOOR_INT8_STEPS, Thresholds
 
 # The NPU check's outcomes, best first; "not judged" (a check that measured what says nothing of its
 # question: float on random inputs) is shown, never counted.
-IDENTICAL, WITHIN, OK, FLAGGED, INCONCLUSIVE, NOT_JUDGED = (
-    "identical",
-    "within tolerance",
-    "ok",
-    "flagged",
-    "inconclusive",
-    "not judged",
-)
+IDENTICAL, WITHIN, OK = "identical", "within tolerance", "ok"
+FLAGGED, INCONCLUSIVE, NOT_JUDGED = "flagged", "inconclusive", "not judged"
 PASSED = (IDENTICAL, WITHIN, OK)
 
 
@@ -142,29 +131,12 @@ def top1_effect(metrics: dict, thresholds: Thresholds) -> Effect | None:
 def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, classifier: bool) -> Check:
     """Does the NPU path compute what the quantized model computes? (see the module docstring)"""
     max_steps, samples = metrics.get("max_error_steps"), metrics.get("samples") or 0
-    uncompared = metrics.get("uncompared_outputs") or []
-    unseen = (
-        f"; output(s) {_indices(uncompared)} carry no quantization scale and were not compared in steps"
-        if uncompared
-        else ""
-    )
-    if max_steps is None:
-        return Check(
-            "npu",
-            INCONCLUSIVE,
-            "nothing compared: no output of the model is quantized, so the NPU path could not be compared "
-            "with the quantized model in steps" + (f" (outputs {_indices(uncompared)})" if uncompared else ""),
-        )
+    unseen = _unseen(metrics.get("uncompared_outputs") or [])
+    if max_steps is None or max_steps == 0:
+        return _no_difference(metrics, unseen)
     allowed = metrics.get("output_steps_allowed") or thresholds.max_error_steps
     differing = metrics.get("differing_samples", samples if max_steps else 0)
     beyond_steps = metrics.get("beyond_tolerance_samples", samples if max_steps > allowed else 0)
-    if max_steps == 0:
-        return Check(
-            "npu",
-            IDENTICAL,
-            f"identical to the quantized model on all {samples} inputs; it differs {at_most_share(0, samples)}"
-            + unseen,
-        )
     located = _paired_layers(location, thresholds)
     beyond, counted = located.beyond, located.counted
     tolerance = lambda layer: thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))  # noqa: E731
@@ -219,6 +191,30 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
         f"{would_decide(needed)}{note}{unseen}",
         effects=recorded,
         more_samples=needed,
+    )
+
+
+def _unseen(uncompared: list) -> str:
+    if not uncompared:
+        return ""
+    return f"; output(s) {_indices(uncompared)} carry no quantization scale and were not compared in steps"
+
+
+def _no_difference(metrics: dict, unseen: str) -> Check:
+    """Nothing to compare in steps (no quantized output), or no step of difference on any input."""
+    uncompared = metrics.get("uncompared_outputs") or []
+    if metrics.get("max_error_steps") is None:
+        return Check(
+            "npu",
+            INCONCLUSIVE,
+            "nothing compared: no output of the model is quantized, so the NPU path could not be compared "
+            "with the quantized model in steps" + (f" (outputs {_indices(uncompared)})" if uncompared else ""),
+        )
+    samples = metrics.get("samples") or 0
+    return Check(
+        "npu",
+        IDENTICAL,
+        f"identical to the quantized model on all {samples} inputs; it differs {at_most_share(0, samples)}" + unseen,
     )
 
 

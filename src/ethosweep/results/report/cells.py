@@ -56,6 +56,10 @@ class CellRecords:
     fallback_report: str | None
 
 
+# Vela's figures a cell's page shows
+FIGURES = ("cycles_total", "cycles_npu", "inference_time_ms", "nn_macs", "sram_memory_used", "mac_utilisation")
+
+
 def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top: int = 5) -> dict:
     """Everything the report shows about one cell, as data: top layers, CPU operators, advice."""
     with open(records.per_layer, newline="") as f:
@@ -65,19 +69,7 @@ def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top:
     table = cell_delegation(lowered, read_json(records.delegation))
     verified = verified_of(records.verify_report, lowered, cell_id(cell), records.fallback_report)
     sibling_figures = {mode: read_json(path)["cell"] for mode, path in siblings.items()}
-    fits = [
-        {
-            "board": b["name"],
-            "fit": fit(
-                board_from_params(b),
-                cell["memory_mode"],
-                lowered["pte_bytes"],
-                figures,
-                lowered["planned_buffer_bytes"],
-            ).verdict,
-        }
-        for b in cell.get("boards", [])
-    ]
+    fits = _fits(cell, lowered, figures)
     advice = [
         *adv.cpu_operators(table),
         *adv.memory_bound_layers(layers),
@@ -88,17 +80,7 @@ def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top:
     top_layers = sorted(layers, key=lambda layer: -number(layer.get("Op Cycles"), 0))[:top]
     return {
         "cell": cell,
-        "figures": {
-            k: figures.get(k)
-            for k in (
-                "cycles_total",
-                "cycles_npu",
-                "inference_time_ms",
-                "nn_macs",
-                "sram_memory_used",
-                "mac_utilisation",
-            )
-        },
+        "figures": {k: figures.get(k) for k in FIGURES},
         "top_layers": [{k: layer.get(k, "") for k in TOP_LAYER_COLUMNS} for layer in top_layers],
         "cpu_operators": table.get("cpu_operators", {}),
         "cpu_reasons": table.get("cpu_reasons", {}),
@@ -113,10 +95,7 @@ def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top:
         "layout": figures.get("layout") or {},
         "fits": fits,
         "numerics": {
-            "metrics": verified["metrics"],
-            "verdict": verified["verdict"],
-            "reason": verified["reason"],
-            "layer": verified["layer"],
+            **{k: verified[k] for k in ("metrics", "verdict", "reason", "layer")},
             # the quantization's question (against float), beside the NPU's
             "vs_float": verified.get("quantization") or {},
             "location": verified.get("location"),
@@ -124,6 +103,15 @@ def cell_detail(cell: dict, records: CellRecords, siblings: dict[str, str], top:
         },
         "advice": [a.as_dict() for a in advice],
     }
+
+
+def _fits(cell: dict, lowered: dict, figures: dict) -> list[dict]:
+    """The cell's fit on each board it is compiled for."""
+    pte, planned = lowered["pte_bytes"], lowered["planned_buffer_bytes"]
+    return [
+        {"board": b["name"], "fit": fit(board_from_params(b), cell["memory_mode"], pte, figures, planned).verdict}
+        for b in cell.get("boards", [])
+    ]
 
 
 def verified_of(verify_report: str | None, lowered: dict, cell: str = "", fallback_report: str | None = None) -> dict:
