@@ -162,6 +162,27 @@ def test_shown_within_beyond_or_undecided():
     assert Interval(0.5, 0.2, 0.8, 100).samples_to_decide(0.5) is None
 
 
+def test_when_one_input_of_many_differs_the_advice_is_enough_inputs_for_a_second():
+    """One differing input of 80 (encoder_layer int8 in the attention preset) leaves the mean unbounded:
+    doubling to 160 sees one or none again 41 % of the time, so the advice is the n at which two
+    differ with 95 % probability at the share seen; and at that n, with two or more, it decides."""
+    one = np.zeros(80)
+    one[0] = 0.6
+    interval = mean_interval(one)
+    assert (interval.low, interval.high, interval.differing) == (-math.inf, math.inf, 1)
+    needed = interval.samples_to_decide(3.0103)
+    share = 1 / 80
+    assert needed == 380 and 1 - math.exp(-share * needed) * (1 + share * needed) >= 0.95
+    simulated = np.random.default_rng(5)
+    decided = 0
+    for _ in range(200):
+        values = np.where(simulated.random(needed) < share, simulated.uniform(0.2, 1.0, needed), 0.0)
+        decided += mean_interval(values).shows(3.0103, "above") != "undecided"
+    assert decided >= 0.93 * 200
+    # too few inputs to bound any mean: twice as many, at least MIN_SAMPLES
+    assert mean_interval(one[:20]).samples_to_decide(3.0103) == 40
+
+
 def test_intervals_are_reproducible():
     values = np.random.default_rng(11).lognormal(0, 1, 60)
     assert mean_interval(values) == mean_interval(values)

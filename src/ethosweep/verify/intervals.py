@@ -31,6 +31,10 @@ from functools import lru_cache
 import numpy as np
 
 LEVEL = 0.95
+# One input of n differs: the mean's interval is unbounded until a second one does (one value has no
+# spread). Doubling n gives two on average, and one or none 41 % of the time (Poisson, mean 2). At the
+# share seen, 4.74 n inputs give at least two with 95 % probability (1 - e^-m (1 + m) = 0.95 at m = 4.74).
+RARE_SAMPLES_FACTOR = 4.74
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Interval:
     low: float
     high: float
     samples: int
+    differing: int | None = None  # a mean over inputs: on how many the value is not exactly 0
 
     def as_tuple(self) -> tuple[float, float, float]:
         return self.estimate, self.low, self.high
@@ -63,13 +68,17 @@ class Interval:
 
     def samples_to_decide(self, tolerance: float) -> int | None:
         """About how many samples would narrow the interval enough to decide, if the estimate stays
-        where it is (the half-width shrinks as 1/sqrt(n)); twice as many where the interval is still
-        unbounded; None when the estimate sits on the tolerance itself (no number of samples would)."""
+        where it is (the half-width shrinks as 1/sqrt(n)); where the interval is still unbounded, enough
+        to bound it: twice as many, or, where a single input differs, enough that at least two would
+        at the share seen (RARE_SAMPLES_FACTOR); None when the estimate sits on the tolerance itself
+        (no number of samples would)."""
         distance = abs(self.estimate - tolerance)
         half = max(self.high - self.estimate, self.estimate - self.low)
         if distance <= 0 or not math.isfinite(distance) or self.samples < 1:
             return None
-        if not math.isfinite(half):  # too few samples to bound it at all: twice as many, and enough to bound it
+        if not math.isfinite(half):
+            if self.differing == 1 and self.samples >= MIN_SAMPLES:
+                return math.ceil(self.samples * RARE_SAMPLES_FACTOR)
             return max(2 * self.samples, MIN_SAMPLES)
         return max(self.samples + 1, math.ceil(self.samples * (half / distance) ** 2))
 
@@ -252,14 +261,14 @@ def mean_interval(values) -> Interval:
     n, nonzero = len(x), x[x != 0]
     mean = float(x.mean()) if n else math.nan
     if n < MIN_SAMPLES:
-        return Interval(mean, -math.inf, math.inf, n)
+        return Interval(mean, -math.inf, math.inf, n, len(nonzero))
     t, boot = mean_t(x), bootstrap_t(x)
     low, high = min(t.low, boot.low), max(t.high, boot.high)
     if 0 < len(nonzero) < n:
         share, given = clopper_pearson(len(nonzero), n, 0.975), mean_t(nonzero, 0.975)
         corners = [s * m for s in (share.low, share.high) for m in (given.low, given.high)]
         low, high = min(low, *corners), max(high, *corners)
-    return Interval(mean, min(low, mean), max(high, mean), n)
+    return Interval(mean, min(low, mean), max(high, mean), n, len(nonzero))
 
 
 def log_ratio_db(numerators, denominators, floor: float = 0.0) -> Interval:
