@@ -1,53 +1,15 @@
 """What torch.fx and ExecuTorch spend on a lowering for nothing, left out: the same programs, a
 third less time.
 
-ExecuTorch's Arm lowering runs ~150 passes over the graph. Three costs grow with the passes or the
-graph and buy the lowering nothing (docs/performance.md, "Where a lowering's time goes");
-`without_fx_overheads()` removes them, only while torch still has them, and the lowered programs,
-TOSA partitions and edge programs stay the same bytes (tests/test_fx_overheads.py; the default
-matrix and a preset, docs/performance.md). A fourth, a re-trace ExecuTorch runs with nothing to do,
-`without_idle_decompositions()` leaves out, with the same programs and one trace of its absence in
-the nodes' provenance (below). All to go when torch and ExecuTorch change (upstream reports in that
-document).
-
-**Node provenance, deep-copied.** torch.fx records where every node comes from
-(`node.meta["from_node"]`, a list of `torch.fx.traceback.NodeSource`, each holding the list its
-source node had). Every new NodeSource deep-copies its source node's whole list, and each pass adds
-a level, so the copies grow with the pass count (~15 % of a MobileNetV2 lowering). A NodeSource is
-never changed after it is made, and torch itself shares them (every node a tracer creates gets a
-shallow copy of the current meta's `from_node`, torch.fx.proxy). `shared_node_provenance()` makes a
-NodeSource share its source's list entries instead (one shallow copy of the list), exactly as a
-deep copy would read.
-
-**Python code generated for every intermediate graph.** Every `torch.fx.GraphModule` generates and
-compiles Python source for its graph when it is made and whenever its graph is replaced
-(`recompile`): ExecuTorch's passes make a new GraphModule per pass, ~380 code generations in a
-MobileNetV2 lowering (~25 % of its time), while the passes walk the graph and never call that code.
-torch has the remedy, `_LazyGraphModule` (the code is generated when first called or read), but
-turns it on only for modules made through its own factory, which ExecuTorch's passes do not use.
-`lazy_graph_code()` makes every plain GraphModule made inside it lazy; a module whose code is
-called or read (calibration, `print`) generates it then, the same code.
-
-**The export signature's lookups, rebuilt on every question.** `ExportGraphSignature`'s
-`inputs_to_buffers`, `inputs_to_parameters` and `inputs_to_lifted_tensor_constants` build a new
-mapping from all the program's inputs each time they are read, and the passes ask them once per
-node (`torch._export.utils.is_buffer`, `get_buffer`, ...): quadratic in the graph's size (RegNetX-400MF,
-~700 inputs, lowered in 78 s with them, 71 s without). `remembered_signature_lookups()` keeps each signature's last
-answer while its inputs are the same objects and none of them (nor their arguments) was changed.
-
-**A decomposition with nothing to decompose.** ExecuTorch's edge-program generation
-(`_gen_edge_manager_for_partitioners`) re-exports the program through torch.export's
-`run_decompositions` up to three times. The last, with the default decomposition table, finds
-nothing to decompose in the graphs ethosweep lowers (the previous one decomposed them) and only
-re-traces every node (8-10 % of a lowering). ExecuTorch already skips such a call on its other path
-("safe to skip when none of those targets occur in the graph"); `without_idle_decompositions()` skips
-it on the Arm partitioner's path too, as pytorch/executorch#18496 proposes upstream. Unlike the
-three above it leaves one trace in the output: the edge program's nodes have two provenance levels
-fewer (the re-trace's own, `ExportedProgram.module()` and `Interpreter_PropagateUnbackedSymInts`),
-and tosa_sources.json loses the intermediate names they carried (`convolution_9` between the TOSA
-tensor and the model's `conv2d_9`, a name no model or quantized program has). The template, every
-TOSA partition, the delegation table and everything else in the edge program are the same bytes
-(tests/test_fx_overheads.py; the default matrix and a preset, docs/performance.md).
+ExecuTorch's Arm lowering runs ~150 passes over the graph. Four costs buy it nothing: node
+provenance deep-copied at every pass (`shared_node_provenance`), Python code generated for every
+intermediate graph no pass calls (`lazy_graph_code`), the export signature's lookups rebuilt on
+every question (`remembered_signature_lookups`), and a last decomposition with nothing to
+decompose (`without_idle_decompositions`, as pytorch/executorch#18496 proposes; it leaves two
+provenance levels fewer in the edge program's nodes). Each is undone only while torch still has the
+cost; the template, every TOSA partition and the edge program stay the same bytes
+(tests/test_fx_overheads.py). The measurements, the profiles and the upstream reports are in
+docs/performance.md, "Where a lowering's time goes"; all of this goes when torch and ExecuTorch change.
 """
 
 from __future__ import annotations
