@@ -292,6 +292,26 @@ def test_an_output_off_the_quantized_model_is_judged_by_what_it_costs_against_fl
     assert slight.verdict == "ok" and slight.effects[0]["low"] > 0
 
 
+def test_an_output_off_on_one_input_of_many_is_said_as_a_bound_and_the_samples_that_would_decide():
+    """encoder_layer int8 (attention preset): 2 steps off on 1 of 80 inputs, equal on the rest. The mean
+    effect is unbounded (one differing input has no spread): inconclusive, said with what was seen (within
+    2 steps everywhere, beyond ExecuTorch's 1 on a bounded share of inputs) and the inputs at which a
+    second one would differ with 95 % probability."""
+    quantized = np.full(80, 0.1)
+    npu = quantized.copy()
+    npu[0] *= 1.3
+    energy = {"samples": 80, "npu": float(npu.sum()), "quantized": float(quantized.sum()), "allowed_extra": 0.0}
+    energy["per_sample"] = {"npu": npu.tolist(), "quantized": quantized.tolist()}
+    metrics = {"samples": 80, "max_error_steps": 2.0, "beyond_tolerance_samples": 1, "differing_samples": 1}
+    npu_check = judged({**metrics, "error_against_float": energy}, location_of([0, 1, 2])).npu
+    assert npu_check.verdict == "inconclusive" and npu_check.more_samples == 380, npu_check.detail
+    assert (
+        "the output is 2 steps off the quantized model on 1 of 80 inputs (ExecuTorch's Arm operator tests accept 1); "
+        "within 2 steps on all 80 inputs, beyond 1 on at most 5.8 % of inputs (95 %, Clopper-Pearson)"
+    ) in npu_check.detail
+    assert "about 380 samples would decide" in npu_check.detail
+
+
 def test_borderline_energy_ratios_are_decided_only_by_their_interval():
     """Near the tolerance (3 dB: twice the quantized model's error energy on a typical input) the verdict
     follows the interval: ok only when it lies under 3 dB, flagged only when above, inconclusive across

@@ -184,11 +184,17 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
             f"accuracy{note}{unseen}",
             effects=recorded,
         )
+    rare = (
+        f"; within {max_steps:g} steps on all {samples} inputs, beyond {allowed:g} "
+        f"{at_most_share(beyond_steps, samples)}"
+        if beyond_steps < samples
+        else ""
+    )
     return Check(
         "npu",
         INCONCLUSIVE,
-        f"{off}; whether it costs accuracy the quantized model does not lose is not shown either way: {measured}; "
-        f"{would_decide(needed)}{note}{unseen}",
+        f"{off}{rare}; whether it costs accuracy the quantized model does not lose is not shown either way: "
+        f"{measured}; {would_decide(needed)}{note}{unseen}",
         effects=recorded,
         more_samples=needed,
     )
