@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ethosweep.firmware.build_tools import build_tool
@@ -256,7 +256,7 @@ def build_runner(
         sys.executable,
         method_pool,
         temp_pool,
-        npu and {"target": npu.target, "driver": npu.driver, "cmsis": npu.cmsis},
+        asdict(npu) if npu else None,
     )
     run_logged(command, log)
     run_logged([build_tool("cmake"), "--build", str(build_dir)], log)
