@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -132,11 +133,29 @@ def model_chain(exports: int, profiles: int, cells: int) -> dict[str, int]:
 
 
 @pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory) -> Path:
-    """A completed sweep of TINY_CONFIG. Tests copy it before changing anything."""
-    workdir = make_workdir(tmp_path_factory.mktemp("tiny-sweep"), TINY_CONFIG)
-    snakemake(workdir)
+def tiny_sweep(tmp_path_factory, worker_id) -> Path:
+    """A completed sweep of TINY_CONFIG, run once per test session however many pytest-xdist
+    workers share it: the first to ask runs it, the others wait on its lock. Tests copy it before
+    changing anything."""
+    # the workers' own temp folders are siblings in the session's
+    root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    workdir, done = root / "tiny-sweep", root / "tiny-sweep.done"
+    with open(root / "tiny-sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            snakemake(make_workdir(workdir, TINY_CONFIG))
+            done.touch()
     return workdir
+
+
+def pytest_collection_modifyitems(items):
+    """A test that uses a module's fixture runs on the worker that made it: such fixtures (a
+    sweep, a SLURM cluster) are made once per worker, so their tests are kept together."""
+    for item in items:
+        definitions = getattr(item, "_fixtureinfo", None)
+        scopes = definitions.name2fixturedefs.values() if definitions else []
+        if any(defs[-1].scope == "module" for defs in scopes):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture
