@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import REPO, U55_CELL
 from ethosweep.runtime.io import read_json
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 from peer import program_without_debug_path  # noqa: E402 - the benchmarks' own comparison with the seeds' way
 
 SEED_CELL_FLAGS = ["--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram"]

@@ -14,7 +14,7 @@ from conftest import REPO
 
 def run_benchmark(script: str, *args: str, workdir) -> str:
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args, "--workdir", str(workdir)],
+        [sys.executable, str(REPO / "perf" / script), *args, "--workdir", str(workdir)],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -45,7 +45,7 @@ def has_commit(rev: str) -> bool:
 
 
 def test_the_compile_once_benchmark_reaches_its_verdicts(tmp_path):
-    before = re.search(r'^BEFORE = "(\w+)"', (REPO / "benchmarks" / "compile_once.py").read_text(), re.M).group(1)
+    before = re.search(r'^BEFORE = "(\w+)"', (REPO / "perf" / "compile_once.py").read_text(), re.M).group(1)
     if not has_commit(before):
         pytest.skip(f"needs the repository's history (commit {before}, the workflow before compile-once)")
     out = run_benchmark("compile_once.py", "--smoke", "--cores", "2", workdir=tmp_path)
@@ -104,7 +104,7 @@ def test_the_cache_benchmark_reaches_its_identity_verdict(tmp_path):
 
 def test_the_coverage_benchmark_prints_its_table():
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "coverage.py"), "--repeats", "20"],
+        [sys.executable, str(REPO / "perf" / "coverage.py"), "--repeats", "20"],
         capture_output=True,
         text=True,
         timeout=600,

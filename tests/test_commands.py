@@ -63,7 +63,7 @@ TESTED = {
 }
 # Benchmarks take 5-40 minutes each: they are run by hand and their figures are in docs/performance.md;
 # each one's --smoke mode runs to its verdict in test_benchmarks.py.
-BENCHMARKS = re.compile(r"^uv run python benchmarks/\S+\.py")
+BENCHMARKS = re.compile(r"^uv run python perf/\S+\.py")
 COMMAND = re.compile(r"^(?:\.uv/bin/)?uv run ")
 
 

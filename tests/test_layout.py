@@ -294,18 +294,18 @@ def test_the_tree_is_clean_under_the_linters(command):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "perf").glob("*.py")))
 def test_the_benchmarks_import_what_exists(script):
     """The benchmarks are run by hand (they take minutes): every ethosweep name they import, at the
     top or inside a function, must exist, and their command line must parse."""
     import importlib
 
-    text = (REPO / "benchmarks" / script).read_text()
+    text = (REPO / "perf" / script).read_text()
     for module, names in re.findall(r"from (ethosweep[\w.]*) import ([\w, ]+)", text):
         imported = importlib.import_module(module)
         for name in (n.strip().split(" as ")[0] for n in names.split(",") if n.strip()):
             assert hasattr(imported, name) or codeversion.module_path(f"{module}.{name}").exists(), (
-                f"benchmarks/{script}: {module} has no {name}"
+                f"perf/{script}: {module} has no {name}"
             )
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(REPO / "perf" / script), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

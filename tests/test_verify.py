@@ -59,7 +59,7 @@ def test_calibrated_on_real_data_the_npu_matches_float(exported):
     assert metrics["top1_float"] >= 0.95 and metrics["top1_npu"] >= 0.95
     assert metrics["agreement_decidable"] >= 0.99 and metrics["decidable_samples"] >= 500 * 0.9
     assert metrics["max_error_steps"] <= 1
-    assert record["seconds"]["total"] < 60  # seconds, not minutes (benchmarks/verify.py times it)
+    assert record["seconds"]["total"] < 60  # seconds, not minutes (perf/verify.py times it)
 
 
 def test_a_broken_quantization_is_flagged_at_the_input_quantization(exported):

@@ -187,10 +187,10 @@ def test_a_starting_server_removes_the_files_of_servers_long_gone(server, jobs):
 
 
 def test_a_benchmark_stops_only_the_servers_it_started(server, jobs, monkeypatch):
-    """A benchmark's cold runs get a socket folder of their own (benchmarks/workdirs.py own_workers):
+    """A benchmark's cold runs get a socket folder of their own (perf/workdirs.py own_workers):
     stopping its servers leaves the worker of a sweep running beside it alone, and a busy server
     asked to stop only if idle keeps serving."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perf"))
     from workdirs import own_workers
 
     worker.submit(request(jobs, "write", path="x.txt", text="x"))  # the user's sweep's server

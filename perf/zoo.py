@@ -1,14 +1,14 @@
 """A zoo preset as a sweep: cells per hour on this machine, what compiled and what did not, and the
 share of operators on the NPU per target.
 
-    uv run python benchmarks/zoo.py --preset attention            # config/zoos/attention.yaml
-    uv run python benchmarks/zoo.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
-    uv run python benchmarks/zoo.py --preset mobile_classifiers --quantization a16w8 \
+    uv run python perf/zoo.py --preset attention            # config/zoos/attention.yaml
+    uv run python perf/zoo.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
+    uv run python perf/zoo.py --preset mobile_classifiers --quantization a16w8 \
         --targets ethos-u55-128 ethos-u65-256                     # the cells Vela refuses, and their cost
-    uv run python benchmarks/zoo.py --smoke                       # tiny_vit, int8, U55 and U85, and a
+    uv run python perf/zoo.py --smoke                       # tiny_vit, int8, U55 and U85, and a
                                                                   # residual block Vela refuses (the tests)
-    uv run python benchmarks/zoo.py --preset mobile_classifiers --peer both   # side by side with the seeds' way
-    uv run python benchmarks/zoo.py --smoke --peer parallel                   # the same, small (the tests)
+    uv run python perf/zoo.py --preset mobile_classifiers --peer both   # side by side with the seeds' way
+    uv run python perf/zoo.py --smoke --peer parallel                   # the same, small (the tests)
 
 Runs `snakemake --cores N --configfile config/zoos/<preset>.yaml` from empty results in a working
 directory of its own, as a user would, then reads what the sweep wrote: results/summary.csv (each
@@ -22,12 +22,12 @@ recorded, or if the map is missing a model the sweep lowered.
 exploratory sweep: every row "not verified", checked), timed against both.
 
 `--peer parallel|both`: side by side with the seeds' way in the same run. First the seeds' way,
-`aot_arm_compiler --delegate --quantize` per cell (benchmarks/peer.py; calibrated on the same samples),
+`aot_arm_compiler --delegate --quantize` per cell (perf/peer.py; calibrated on the same samples),
 --cores at a time (`both`: also one after another), then ethosweep cold on the same cells, each
 side after the same untimed import of torch and ExecuTorch (a warm page cache for both). The cells
 are the preset's int8 ones (aot_arm_compiler quantizes Ethos-U targets as int8 only). Prints the
 ratios, ethosweep's job-seconds per stage, and fails unless every cell's program is the same on
-both sides (benchmarks/peer.compare_work).
+both sides (perf/peer.compare_work).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Compile once per TOSA profile, Vela per cell: what it saves, on the same machine in one run.
 
-    uv run python benchmarks/compile_once.py                    # both parts, ~35 minutes on 2 cores
-    uv run python benchmarks/compile_once.py --part default     # the default matrix, before / after
-    uv run python benchmarks/compile_once.py --part design      # the design-space sweep
-    uv run python benchmarks/compile_once.py --smoke            # both parts on mnist and add, a few targets: minutes
+    uv run python perf/compile_once.py                    # both parts, ~35 minutes on 2 cores
+    uv run python perf/compile_once.py --part default     # the default matrix, before / after
+    uv run python perf/compile_once.py --part design      # the design-space sweep
+    uv run python perf/compile_once.py --smoke            # both parts on mnist and add, a few targets: minutes
 
 Part 1, the default matrix cold (config/config.yaml as a new user runs it), twice from empty
 results: with the workflow as it was before compile-once (`--before`, the last commit that lowered

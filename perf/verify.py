@@ -1,7 +1,7 @@
 """Cost of verifying one cell's numerics: the seed MNIST CNN trained on digits, int8, Ethos-U55 profile.
 
-    uv run python benchmarks/verify.py [--samples 500]
-    uv run python benchmarks/verify.py --smoke          # 100 samples (the tests run this)
+    uv run python perf/verify.py [--samples 500]
+    uv run python perf/verify.py --smoke          # 100 samples (the tests run this)
 
 Prints the time of each part of the verify stage (loading the lower stage's edge program, the
 float, quantized and TOSA-reference runs over the held-out samples) and the verdict, in one

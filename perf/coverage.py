@@ -1,7 +1,7 @@
 """The coverage of every interval the numerics verdicts use, at every n they use, measured precisely.
 
-    uv run python benchmarks/coverage.py                 # 5,000 simulated samples a cell: ~20 minutes
-    uv run python benchmarks/coverage.py --repeats 100   # a quick look
+    uv run python perf/coverage.py                 # 5,000 simulated samples a cell: ~20 minutes
+    uv run python perf/coverage.py --repeats 100   # a quick look
 
 tests/test_intervals.py checks the same shapes with a few hundred samples (it fails only where the
 simulation shows coverage below 93 %); this prints the coverage itself, for docs/numerics.md. The

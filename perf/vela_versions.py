@@ -1,7 +1,7 @@
 """Adding a Vela version to a finished sweep: what it costs, against Vela alone and the seeds' way.
 
-    uv run python benchmarks/vela_versions.py            # the default matrix (81 cells), ~15 minutes on 2 cores
-    uv run python benchmarks/vela_versions.py --smoke    # 2 models on one target (a test runs this)
+    uv run python perf/vela_versions.py            # the default matrix (81 cells), ~15 minutes on 2 cores
+    uv run python perf/vela_versions.py --smoke    # 2 models on one target (a test runs this)
 
 1. The matrix, cold, with the Vela installed beside ExecuTorch (not the measurement: the state a
    user is in when a new Vela comes out).

@@ -1,7 +1,7 @@
 """Is the Vela system config an axis of the sweep? What it changes, measured with Vela on real TOSA.
 
-    uv run python benchmarks/system_configs.py results/lower/*/int8/u55 results/lower/*/int8/u85
-    uv run python benchmarks/system_configs.py --smoke DIR...     # two targets, one model: seconds
+    uv run python perf/system_configs.py results/lower/*/int8/u55 results/lower/*/int8/u85
+    uv run python perf/system_configs.py --smoke DIR...     # two targets, one model: seconds
 
 For each lowering folder given (a profile's `tosa/` partitions, as `lower_to_tosa` writes them), Vela
 (the `vela` command, ExecuTorch's flags for the cell) compiles every partition for every target of the

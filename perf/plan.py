@@ -2,11 +2,11 @@
 cycled to 40, every Ethos-U target, six memory modes, int8 and a16w8), from empty results; and
 with `--noop`, how long a run takes that finds all of them finished.
 
-    uv run python benchmarks/plan.py                    # 4,000 cells (target: under 30 s)
-    uv run python benchmarks/plan.py --smoke            # 4 models x 2 targets x 2 modes x 2 schemes
-    uv run python benchmarks/plan.py --noop             # then runs them (~25 minutes on 2 cores) and
+    uv run python perf/plan.py                    # 4,000 cells (target: under 30 s)
+    uv run python perf/plan.py --smoke            # 4 models x 2 targets x 2 modes x 2 schemes
+    uv run python perf/plan.py --noop             # then runs them (~25 minutes on 2 cores) and
                                                         # times a no-op run (target: under 30 s)
-    uv run python benchmarks/plan.py --smoke --noop     # the same on the small matrix (the tests)
+    uv run python perf/plan.py --smoke --noop     # the same on the small matrix (the tests)
 
 Times `snakemake --dry-run` in a working directory of its own (the workflow's own profile, as a
 user runs it), three times, and prints the cells, the jobs planned and min/median/max seconds.

@@ -1,8 +1,8 @@
 """Sweep throughput: ethosweep against the seeds' one-cell-at-a-time way, same machine, same run.
 
-    uv run python benchmarks/sweep.py                 # 28 cells: BENCH_MODELS x targets x FIRST_MODES, + boards
-    uv run python benchmarks/sweep.py --matrix default --cores 2
-    uv run python benchmarks/sweep.py --smoke         # mnist on ethos-u55-128 and -u85-256, no boards: minutes
+    uv run python perf/sweep.py                 # 28 cells: BENCH_MODELS x targets x FIRST_MODES, + boards
+    uv run python perf/sweep.py --matrix default --cores 2
+    uv run python perf/sweep.py --smoke         # mnist on ethos-u55-128 and -u85-256, no boards: minutes
 
 Times, in this order:
   peer sequential   `python -m executorch.backends.arm.scripts.aot_arm_compiler --delegate --quantize ...`

@@ -1,8 +1,8 @@
 """The numerics verdicts on a zoo nobody here wrote: torchvision classifiers with random weights.
 
-    uv run python benchmarks/zoo_numerics.py                        # the models below, U55 and U85 profiles
-    uv run python benchmarks/zoo_numerics.py --models resnet18 --profiles u55
-    uv run python benchmarks/zoo_numerics.py --smoke    # squeezenet1_1 at 64x64 on the U55 profile (the tests)
+    uv run python perf/zoo_numerics.py                        # the models below, U55 and U85 profiles
+    uv run python perf/zoo_numerics.py --models resnet18 --profiles u55
+    uv run python perf/zoo_numerics.py --smoke    # squeezenet1_1 at 64x64 on the U55 profile (the tests)
 
 Each model goes through the stages' own functions (export, quantize, lower to TOSA, verify) at
 96x96, calibrated on its example input as a model without a dataset is, and the verify stage's

@@ -1,8 +1,8 @@
 """How heavy a report is and how fast it opens: page weight, first paint and the table ready, in headless Chromium.
 
-    uv run python benchmarks/report_load.py results/report/index.html
-    uv run python benchmarks/report_load.py --synthetic 6000      # a sweep of that many cells, made up: minutes
-    uv run python benchmarks/report_load.py --synthetic 600 --repeats 1   # the small mode the tests run
+    uv run python perf/report_load.py results/report/index.html
+    uv run python perf/report_load.py --synthetic 6000      # a sweep of that many cells, made up: minutes
+    uv run python perf/report_load.py --synthetic 600 --repeats 1   # the small mode the tests run
 
 Opens the page from disk in Debian's Chromium (Playwright drives it; no download) three times and
 prints the median of: first contentful paint (the first screen drawn), DOMContentLoaded, load, and

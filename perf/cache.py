@@ -1,11 +1,11 @@
 """A team's second sweep with the shared store (ETHOSWEEP_CACHE, docs/cache.md): what it costs
 against the first, and against the same second sweep without the store, in one run.
 
-    uv run python benchmarks/cache.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
-    uv run python benchmarks/cache.py                               # the default matrix, config/config.yaml
-    uv run python benchmarks/cache.py --checkout                    # the default matrix again from a second
+    uv run python perf/cache.py --preset mobile_classifiers   # config/zoos/mobile_classifiers.yaml
+    uv run python perf/cache.py                               # the default matrix, config/config.yaml
+    uv run python perf/cache.py --checkout                    # the default matrix again from a second
                                                                     # checkout of the same commit
-    uv run python benchmarks/cache.py --smoke                       # two small models (the tests)
+    uv run python perf/cache.py --smoke                       # two small models (the tests)
 
 Three sweeps, each from empty results in a folder of its own, one after another on the same
 machine: (1) the first experiment with an empty store; (2) the second experiment (another memory
