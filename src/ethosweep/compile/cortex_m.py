@@ -158,16 +158,10 @@ def lower_cpu_cell(
         },
         files.reference,
     )
-    operators = operator_table(lowered.graph_module)
-    plan = executorch_program.executorch_program.execution_plan[0]
     record = {
         "cpu": cpu,
         "scheme": scheme,
-        "pte_bytes": len(executorch_program.buffer),
-        "planned_bytes": sum(plan.non_const_buffer_sizes),
-        "operators": operators,
-        "cmsis_nn_ops": sum(n for op, n in operators.items() if is_cmsis_nn_kernel(op)),
-        "portable_ops": sum(n for op, n in operators.items() if not op.startswith("cortex_m::")),
+        **_program_figures(executorch_program, lowered),
         "calibrated_on": calibrated_on,
         "run_input": sample_source,
         "input_shapes": [list(x.shape) for x in sample],
@@ -183,6 +177,19 @@ def lower_cpu_cell(
         record["portable_ops"],
     )
     return record
+
+
+def _program_figures(executorch_program, lowered) -> dict:
+    """The .pte's size, its planned memory and its operators, by kernel library."""
+    operators = operator_table(lowered.graph_module)
+    plan = executorch_program.executorch_program.execution_plan[0]
+    return {
+        "pte_bytes": len(executorch_program.buffer),
+        "planned_bytes": sum(plan.non_const_buffer_sizes),
+        "operators": operators,
+        "cmsis_nn_ops": sum(n for op, n in operators.items() if is_cmsis_nn_kernel(op)),
+        "portable_ops": sum(n for op, n in operators.items() if not op.startswith("cortex_m::")),
+    }
 
 
 def _with_cause(error: BaseException) -> str:

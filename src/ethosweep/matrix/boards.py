@@ -19,7 +19,7 @@ Torch-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -97,24 +97,16 @@ def board_from_profile(profile: dict, source: str) -> Board:
     )
 
 
+# what params written before these fields existed lack (and as_params leaves out the CPU's clock)
+_OPTIONAL = {"cpu_clock_mhz": 0.0, "simulator": None, "steps": "", "source": ""}
+
+
 def board_from_params(params: dict) -> Board:
-    return Board(
-        name=params["name"],
-        description=params["description"],
-        target=params["target"],
-        system_config=params["system_config"],
-        memory_modes=tuple(params["memory_modes"]),
-        npu_clock_mhz=params["npu_clock_mhz"],
-        cpu=params["cpu"],
-        cpu_clock_mhz=params.get("cpu_clock_mhz", 0.0),
-        sizes_kib=dict(params["sizes_kib"]),
-        model_region=params["model_region"],
-        pools_region=params["pools_region"],
-        runtime=params["runtime"],
-        simulator=params.get("simulator"),
-        steps=params.get("steps", ""),
-        source=params.get("source", ""),
-    )
+    """The board a rule's params describe (Board.as_params)."""
+    values = {
+        f.name: params.get(f.name, _OPTIONAL[f.name]) if f.name in _OPTIONAL else params[f.name] for f in fields(Board)
+    }
+    return Board(**dict(values, memory_modes=tuple(values["memory_modes"]), sizes_kib=dict(values["sizes_kib"])))
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ def cpu_row(
         "calibrated_on": lower["calibrated_on"],
         **version_columns(versions),
     }
-    row.update(_firmware_columns(firmware, firmware_state))
-    row.update(_qemu_columns(qemu, qemu_state if firmware else "not run: no runner ELF"))
+    row.update(_stage_columns(firmware, "firmware", firmware_state, _firmware_columns))
+    row.update(_stage_columns(qemu, "qemu_run", qemu_state if firmware else "not run: no runner ELF", _qemu_columns))
     later = first_failure(p for p in (firmware, qemu) if p)
     if later is not None:
         row.update(status="failed", reason=describe(later))
@@ -81,12 +81,16 @@ def cpu_row(
     return {column: row.get(column, "") for column in COLUMNS}
 
 
-def _firmware_columns(firmware: str | None, state: str) -> dict:
-    if firmware is None:
-        return {"firmware": state}
-    if (failed := failure_of(firmware)) is not None:
-        return {"firmware": f"failed: {describe(failed)}"}
-    record = read_json(firmware)
+def _stage_columns(output: str | None, column: str, state: str, columns_of) -> dict:
+    """A later stage's columns: why it did not run (`state`), how it failed, or what its record says."""
+    if output is None:
+        return {column: state}
+    if (failed := failure_of(output)) is not None:
+        return {column: f"failed: {describe(failed)}"}
+    return columns_of(read_json(output))
+
+
+def _firmware_columns(record: dict) -> dict:
     return {
         "firmware": f"built for {record['board']}: {record['elf_bytes']} B ELF",
         "elf_code_kib": round(record["text"] / 1024, 1),
@@ -96,12 +100,7 @@ def _firmware_columns(firmware: str | None, state: str) -> dict:
     }
 
 
-def _qemu_columns(qemu: str | None, state: str) -> dict:
-    if qemu is None:
-        return {"qemu_run": state}
-    if (failed := failure_of(qemu)) is not None:
-        return {"qemu_run": f"failed: {describe(failed)}"}
-    record = read_json(qemu)
+def _qemu_columns(record: dict) -> dict:
     comparison = record["comparison"]
     return {
         "qemu_run": comparison["line"],

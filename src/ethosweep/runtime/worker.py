@@ -260,17 +260,7 @@ def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
         except BlockingIOError:
             print(f"another worker serves {path}", flush=True)
             return
-        started = time.perf_counter()
-        # ETHOSWEEP_WORKER_PRELOAD (comma-separated modules) lets the tests start a light server.
-        preload = os.environ.get("ETHOSWEEP_WORKER_PRELOAD")
-        for module in preload.split(",") if preload else PRELOAD:
-            __import__(module)
-        # Move everything imported so far out of the cyclic GC's reach: with torch and
-        # ExecuTorch loaded, a full collection walks ~600k objects (~0.3 s, and in a fork it
-        # writes to every one of them, copying the whole heap). Children inherit the freeze.
-        gc.freeze()
-        print(f"worker {os.getpid()}: preloaded in {time.perf_counter() - started:.1f} s", flush=True)
-
+        _preload()
         path.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(path))
@@ -315,6 +305,20 @@ def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_ino == os.stat(path).st_ino:
                     path.unlink()
+
+
+def _preload() -> None:
+    """Import what every job imports, once, before the first fork."""
+    started = time.perf_counter()
+    # ETHOSWEEP_WORKER_PRELOAD (comma-separated modules) lets the tests start a light server.
+    preload = os.environ.get("ETHOSWEEP_WORKER_PRELOAD")
+    for module in preload.split(",") if preload else PRELOAD:
+        __import__(module)
+    # Move everything imported so far out of the cyclic GC's reach: with torch and
+    # ExecuTorch loaded, a full collection walks ~600k objects (~0.3 s, and in a fork it
+    # writes to every one of them, copying the whole heap). Children inherit the freeze.
+    gc.freeze()
+    print(f"worker {os.getpid()}: preloaded in {time.perf_counter() - started:.1f} s", flush=True)
 
 
 def _reap(children: set[int]) -> None:

@@ -211,65 +211,72 @@ def locate(
     """The units of the partition that `refuses` (Vela, with the cell's flags, on a TOSA graph:
     True when it fails) will not compile, by bisection (see the module docstring). `crashed`: Vela
     crashed on the partition, and the parts keep its reshapes (CONSTANTS)."""
-    passed = CONSTANTS if crashed else BOOKKEEPING
-    grouped = units(tosa, passed)
-    tries = compiled = 0
-    smallest: list[list[int]] | None = None
+    search = _Search(tosa, refuses, max_tries, CONSTANTS if crashed else BOOKKEEPING)
+    grouped = units(tosa, search.passed)
+    found = search.refused(grouped)
+    # Units that fail only together can straddle a split where the other half failed for its own
+    # reason, and the bisection never sees them together: while any found part is such a group, the
+    # rest of the partition is tried without the found parts, and searched again while it fails
+    # (MobileViT-XXS int8: the attention blocks' query scales, 5 found by the first pass, 6 in all).
+    while any(len(part) > 1 for part in found) and search.tries < max_tries:
+        taken = {min(unit) for part in found for unit in part}
+        rest = [unit for unit in grouped if min(unit) not in taken]
+        more = search.refused(rest) if rest else []
+        if not more:
+            break
+        found += more
+    smallest = search.smallest
+    return Location(
+        refused=[_describe(tosa, part) for part in found],
+        tries=search.tries,
+        units=len(grouped),
+        complete=search.tries < max_tries,
+        minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}, search.passed) if smallest else None,
+        compiled=search.compiled,
+    )
 
-    def fails(part: list[list[int]]) -> bool:
-        nonlocal tries, compiled, smallest
-        tries += 1
-        failed = refuses(part_of(tosa, {i for unit in part for i in unit}, passed))
-        if failed and (smallest is None or len(part) < len(smallest)):
-            smallest = part
-        compiled += not failed
+
+class _Search:
+    """One partition's search: Vela's verdict on parts of it (a part is a list of units, a unit the
+    operator indices that go together), counted, and the smallest part that failed."""
+
+    def __init__(self, tosa: bytes, refuses: Callable[[bytes], bool], max_tries: int, passed: tuple[str, ...]):
+        self.tosa, self.refuses, self.max_tries, self.passed = tosa, refuses, max_tries, passed
+        self.tries = self.compiled = 0
+        self.smallest: list[list[int]] | None = None
+
+    def fails(self, part: list[list[int]]) -> bool:
+        self.tries += 1
+        failed = self.refuses(part_of(self.tosa, {i for unit in part for i in unit}, self.passed))
+        if failed and (self.smallest is None or len(part) < len(self.smallest)):
+            self.smallest = part
+        self.compiled += not failed
         return failed
 
-    def refused(part: list[list[int]]) -> list[list[list[int]]]:
-        if tries >= max_tries or not fails(part):
+    def refused(self, part: list[list[int]]) -> list[list[list[int]]]:
+        if self.tries >= self.max_tries or not self.fails(part):
             return []
         if len(part) == 1:
             return [part]
         middle = len(part) // 2
-        found = refused(part[:middle]) + refused(part[middle:])
+        found = self.refused(part[:middle]) + self.refused(part[middle:])
         # refused only together: the halves compile on their own; the fewest units that still fail
-        return found or [together(part)]
+        return found or [self.together(part)]
 
-    def together(part: list[list[int]]) -> list[list[int]]:
+    def together(self, part: list[list[int]]) -> list[list[int]]:
         """Units dropped from a failing part, a chunk at a time, while it still fails (Zeller's
         ddmin): what is left fails, and fails without any one of its units."""
         chunk = len(part) // 2
-        while chunk >= 1 and len(part) > 1 and tries < max_tries:
+        while chunk >= 1 and len(part) > 1 and self.tries < self.max_tries:
             start, dropped = 0, False
-            while start < len(part) and tries < max_tries:
+            while start < len(part) and self.tries < self.max_tries:
                 trial = part[:start] + part[start + chunk :]
-                if trial and fails(trial):
+                if trial and self.fails(trial):
                     part, dropped = trial, True
                 else:
                     start += chunk
             chunk = chunk if dropped and chunk < len(part) else chunk // 2
         return part
-
-    found = refused(grouped)
-    # Units that fail only together can straddle a split where the other half failed for its own
-    # reason, and the bisection never sees them together: while any found part is such a group, the
-    # rest of the partition is tried without the found parts, and searched again while it fails
-    # (MobileViT-XXS int8: the attention blocks' query scales, 5 found by the first pass, 6 in all).
-    while any(len(part) > 1 for part in found) and tries < max_tries:
-        taken = {min(unit) for part in found for unit in part}
-        rest = [unit for unit in grouped if min(unit) not in taken]
-        more = refused(rest) if rest else []
-        if not more:
-            break
-        found += more
-    return Location(
-        refused=[_describe(tosa, part) for part in found],
-        tries=tries,
-        units=len(grouped),
-        complete=tries < max_tries,
-        minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}, passed) if smallest else None,
-        compiled=compiled,
-    )
 
 
 def _describe(tosa: bytes, part: list[list[int]]) -> Refused:

@@ -19,7 +19,8 @@ from ethosweep.verify.pairing import moves_its_input
 
 @dataclass(frozen=True)
 class Unseen:
-    """What deciding whether an unpaired activation is accounted for needs to know."""
+    """A sample's activations once paired: what deciding whether an unpaired one is accounted for,
+    and each paired layer's error, need to know."""
 
     activations: list
     described: dict

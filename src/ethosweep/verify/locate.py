@@ -215,21 +215,29 @@ def locate(
     with torch.no_grad():
         forced = Recorder(quant_module, forced=boundaries)
         forced.run(*sample)
-    layers = [
+    layers = _layer_errors(seen, npu, forced.values, set(boundaries), hidden, uncertain)
+    return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
+
+
+def _layer_errors(
+    seen: Unseen, npu: dict, forced: dict, boundaries: set[str], hidden: set[str], uncertain: set[str]
+) -> list[LayerError]:
+    """Each paired activation's error: its own (the quantized model forced to the NPU's values at
+    every boundary before it) and the one accumulated from the model's input."""
+    return [
         LayerError(
-            **described[node.name],
-            partition=pairs[node.name][0],
-            own_steps=_steps(npu[node.name], forced.values[node.name]),
-            accumulated_steps=_steps(npu[node.name], plain.values[node.name]),
+            **seen.described[node.name],
+            partition=seen.pairs[node.name][0],
+            own_steps=_steps(npu[node.name], forced[node.name]),
+            accumulated_steps=_steps(npu[node.name], seen.plain[node.name]),
             bits=activation_bits(node),
-            internal=node.name in internal,
-            unpaired_inputs=unpaired_before(node, set(boundaries), hidden, described),
+            internal=node.name in seen.internal,
+            unpaired_inputs=unpaired_before(node, boundaries, hidden, seen.described),
             uncertain=node.name in uncertain,
         )
-        for node in activations
-        if node.name in pairs
+        for node in seen.activations
+        if node.name in seen.pairs
     ]
-    return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
 
 
 def _unpaired_and_off_npu(seen: Unseen, cpu_ops: frozenset[str]) -> tuple[list[dict], list[dict]]:

@@ -70,29 +70,7 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
     f, q, n = primary(float_out), primary(quant_out), primary(npu_out)
     metrics: dict = {"samples": len(float_out)}
     if classifier and f.shape[1] >= 2:
-        fp, qp, npp = f.argmax(1), q.argmax(1), n.argmax(1)
-        metrics["agreement_npu_vs_float"] = float((npp == fp).float().mean())
-        metrics["agreement_npu_vs_quantized"] = float((npp == qp).float().mean())
-        # a sample decides top-1 only if float's margin is at least one output step (numerics module)
-        top2 = f.topk(2, dim=1).values
-        step = scales[0] if scales and scales[0] else 0.0
-        decidable = (top2[:, 0] - top2[:, 1]) >= step
-        metrics["decidable_samples"] = int(decidable.sum())
-        metrics["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
-        metrics["agreement_decidable_count"] = int(((npp == fp) & decidable).sum())
-        # the decidable samples by which paths agree with float: the paired table the lowering
-        # check's interval is computed from (ethosweep.verify.verdicts)
-        npu_agrees, quantized_agrees = (npp == fp) & decidable, (qp == fp) & decidable
-        metrics["top1_pairs"] = {
-            "both": int((npu_agrees & quantized_agrees).sum()),
-            "npu_only": int((npu_agrees & ~quantized_agrees).sum()),
-            "quantized_only": int((quantized_agrees & ~npu_agrees).sum()),
-            "neither": int((decidable & ~npu_agrees & ~quantized_agrees).sum()),
-        }
-        if labels is not None:
-            metrics["top1_float"] = float((fp == labels).float().mean())
-            metrics["top1_quantized"] = float((qp == labels).float().mean())
-            metrics["top1_npu"] = float((npp == labels).float().mean())
+        metrics.update(_top1(f, q, n, scales, labels))
     per_sample, worst_output, worst_excess, beyond = [], None, -math.inf, 0
     for outputs_q, outputs_n in zip(quant_out, npu_out):
         worst, sample_excess = None, -math.inf
@@ -128,6 +106,35 @@ def compare(float_out, quant_out, npu_out, scales, labels, classifier: bool, all
     metrics["relative_error_quantized_vs_float"] = quantized["relative_error_npu_vs_float"]
     metrics["error_against_float"] = error_against_float(float_out, quant_out, npu_out, scales, allowed)
     return metrics
+
+
+def _top1(f: torch.Tensor, q: torch.Tensor, n: torch.Tensor, scales, labels) -> dict:
+    """A classifier's top-1 agreement between the paths, on the samples whose top-1 is decidable."""
+    top1: dict = {}
+    fp, qp, npp = f.argmax(1), q.argmax(1), n.argmax(1)
+    top1["agreement_npu_vs_float"] = float((npp == fp).float().mean())
+    top1["agreement_npu_vs_quantized"] = float((npp == qp).float().mean())
+    # a sample decides top-1 only if float's margin is at least one output step (numerics module)
+    top2 = f.topk(2, dim=1).values
+    step = scales[0] if scales and scales[0] else 0.0
+    decidable = (top2[:, 0] - top2[:, 1]) >= step
+    top1["decidable_samples"] = int(decidable.sum())
+    top1["agreement_decidable"] = float((npp == fp)[decidable].float().mean()) if decidable.any() else None
+    top1["agreement_decidable_count"] = int(((npp == fp) & decidable).sum())
+    # the decidable samples by which paths agree with float: the paired table the lowering
+    # check's interval is computed from (ethosweep.verify.verdicts)
+    npu_agrees, quantized_agrees = (npp == fp) & decidable, (qp == fp) & decidable
+    top1["top1_pairs"] = {
+        "both": int((npu_agrees & quantized_agrees).sum()),
+        "npu_only": int((npu_agrees & ~quantized_agrees).sum()),
+        "quantized_only": int((quantized_agrees & ~npu_agrees).sum()),
+        "neither": int((decidable & ~npu_agrees & ~quantized_agrees).sum()),
+    }
+    if labels is not None:
+        top1["top1_float"] = float((fp == labels).float().mean())
+        top1["top1_quantized"] = float((qp == labels).float().mean())
+        top1["top1_npu"] = float((npp == labels).float().mean())
+    return top1
 
 
 def error_against_float(float_out, quant_out, npu_out, scales, allowed: list | None = None) -> dict:

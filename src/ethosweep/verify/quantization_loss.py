@@ -5,6 +5,7 @@ The verify stage's layer table; the NPU path's own drift from the quantized mode
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -44,15 +45,7 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
     quant_nodes = {n.name: n for n in quant_module.graph.nodes}
     folded = _batch_norms_folded_away(float_module, quant_nodes)
     pairs = _compared_pairs(float_module, quant_nodes, folded)
-    energies = _snr_sums(float_module, quant_module, samples[:limit], pairs)
-
-    def snr(reference: str, test: str) -> float | None:
-        sums = energies.get((reference, test))
-        if sums is None:
-            return None
-        signal, noise = sums
-        return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else -math.inf
-
+    snr = functools.partial(_snr, _snr_sums(float_module, quant_module, samples[:limit], pairs))
     layers, seen_inputs = [], set()
     for node in float_module.graph.nodes:
         twin = quant_nodes.get(node.name)
@@ -70,16 +63,7 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
         for float_in, quant_in in inputs:
             if float_in.op == "placeholder" and float_in.name not in seen_inputs:
                 seen_inputs.add(float_in.name)
-                value = snr(float_in.name, quant_in.name)
-                if value is not None:
-                    layers.append(
-                        {
-                            "layer": f"{float_in.name} (input quantization)",
-                            "snr_db": finite(value),
-                            "input_snr_db": None,
-                            "snr_drop_db": finite(ideal - value),
-                        }
-                    )
+                layers += _input_quantization(float_in.name, snr(float_in.name, quant_in.name), ideal)
         loss = received - output_snr if math.isfinite(output_snr) else None
         if loss is not None and not math.isfinite(received):
             loss = None
@@ -92,6 +76,29 @@ def layer_report(float_module, quant_module, samples: list[tuple], limit: int = 
             }
         )
     return layers
+
+
+def _snr(energies: dict, reference: str, test: str) -> float | None:
+    """The SNR in dB of `test` against `reference`, from their summed energies (None: not compared)."""
+    sums = energies.get((reference, test))
+    if sums is None:
+        return None
+    signal, noise = sums
+    return math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def _input_quantization(name: str, value: float | None, ideal: float) -> list[dict]:
+    """A model input's own entry: its loss measured from what an ideal quantizer reaches."""
+    if value is None:
+        return []
+    return [
+        {
+            "layer": f"{name} (input quantization)",
+            "snr_db": finite(value),
+            "input_snr_db": None,
+            "snr_drop_db": finite(ideal - value),
+        }
+    ]
 
 
 def _compared_pairs(float_module, quant_nodes: dict, folded: dict[str, str]) -> set[tuple[str, str]]:

@@ -151,16 +151,7 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
     measured = "; ".join(e.text() for e in effects) or "no per-sample errors against float to compare"
     recorded = [e.as_dict() for e in effects]
     if gross is not None:
-        return Check(
-            "npu",
-            FLAGGED,
-            f"layer {_layer_label(gross)} computes something else than the quantized model: {gross['own_steps']} "
-            f"steps off given the same inputs, {gross['own_steps'] / tolerance(gross):.0f} times its tolerance of "
-            f"{tolerance(gross):g}{_width(gross)} (far beyond rounding: flagged whatever the output shows); {off}; "
-            f"{measured}; {counted}",
-            layer=gross["layer"],
-            effects=recorded,
-        )
+        return _computes_something_else(gross, tolerance(gross), f"{off}; {measured}; {counted}", recorded)
     if max_steps <= allowed:
         return Check(
             "npu",
@@ -172,10 +163,7 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
     if decided == "beyond":
         lost = f"the NPU path loses accuracy the quantized model does not: {measured}"
         return _flagged(lost, off, location, located, tolerance, recorded)
-    note = ""
-    if beyond:
-        more = f" (and {len(beyond) - 1} more)" if beyond[1:] else ""
-        note = f"; note: {_layer_note(beyond[0], tolerance(beyond[0]))}{more}"
+    note = _beyond_note(beyond, tolerance)
     if decided == "within" and effects:
         return Check(
             "npu",
@@ -204,6 +192,27 @@ def _unseen(uncompared: list) -> str:
     if not uncompared:
         return ""
     return f"; output(s) {_indices(uncompared)} carry no quantization scale and were not compared in steps"
+
+
+def _computes_something_else(layer: dict, tolerance: float, then: str, recorded: list[dict]) -> Check:
+    """Flagged: a layer far beyond rounding given the NPU's own inputs, whatever the output shows."""
+    return Check(
+        "npu",
+        FLAGGED,
+        f"layer {_layer_label(layer)} computes something else than the quantized model: {layer['own_steps']} "
+        f"steps off given the same inputs, {layer['own_steps'] / tolerance:.0f} times its tolerance of "
+        f"{tolerance:g}{_width(layer)} (far beyond rounding: flagged whatever the output shows); {then}",
+        layer=layer["layer"],
+        effects=recorded,
+    )
+
+
+def _beyond_note(beyond: list[dict], tolerance) -> str:
+    """The first layer beyond its tolerance, noted beside a verdict the output decides."""
+    if not beyond:
+        return ""
+    more = f" (and {len(beyond) - 1} more)" if beyond[1:] else ""
+    return f"; note: {_layer_note(beyond[0], tolerance(beyond[0]))}{more}"
 
 
 def _no_difference(metrics: dict, unseen: str) -> Check:

@@ -76,12 +76,17 @@ RASTERIZED_POINTS = 500
 MAX_LABELLED_CELLS = 400
 
 
+def _timed_cells(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The compiled cells Vela timed, and their models in the summary's order."""
+    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    return cells, list(dict.fromkeys(r["model"] for r in cells))
+
+
 def plot_cycles(rows: list[dict]) -> str:
     plt = _pyplot()
-    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    cells, models = _timed_cells(rows)
     if not cells:
         return _nothing_to_draw(NO_CELL_COMPILED)
-    models = list(dict.fromkeys(r["model"] for r in cells))
     # the whole configuration space: a column per target, its fastest memory mode (as the page's matrix)
     by_target = len({(r["target"], r["memory_mode"]) for r in cells}) > MAX_MATRIX_COLUMNS
     column = (lambda r: (r["target"], "fastest mode")) if by_target else (lambda r: (r["target"], r["memory_mode"]))  # noqa: E731
@@ -251,10 +256,9 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def plot_pareto(rows: list[dict]) -> str:
     plt = _pyplot()
-    cells = [r for r in unique_cells(rows) if r["status"] == "ok" and r.get("vela_inference_ms")]
+    cells, models = _timed_cells(rows)
     if not cells:
         return _nothing_to_draw(NO_CELL_COMPILED)
-    models = list(dict.fromkeys(r["model"] for r in cells))
     columns = 3
     rows_n = max(1, math.ceil(len(models) / columns))
     fig, axes = plt.subplots(rows_n, columns, figsize=(11, 3.0 * rows_n), squeeze=False)
