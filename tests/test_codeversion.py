@@ -64,3 +64,16 @@ def test_editing_a_report_template_changes_the_version_of_the_report_jobs_only(t
     # the report's jobs (the plots' too: its module sits beside the templates), and no other stage
     assert {s for s in stages if before[s] != after[s]} == set(report)
     codeversion.closure.cache_clear()
+
+
+def test_the_imports_read_from_a_modules_lines_are_those_of_its_whole_parse():
+    # every module of the package, its lazy imports and parenthesized lists included
+    import ast
+
+    for path in sorted(codeversion.PACKAGE_DIR.rglob("*.py")):
+        source = path.read_text()
+        whole = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert sorted(map(ast.dump, codeversion._import_statements(source))) == sorted(map(ast.dump, whole)), path
+    # prose in a docstring that reads like an import is not one
+    (found,) = codeversion._import_statements('"""\nimport the model from its file\n"""\nimport os\n')
+    assert found.names[0].name == "os"
