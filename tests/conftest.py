@@ -149,8 +149,10 @@ def tiny_sweep(tmp_path_factory, worker_id) -> Path:
 
 
 def pytest_collection_modifyitems(items):
-    """A test that uses a module's fixture runs on the worker that made it: such fixtures (a
-    sweep, a SLURM cluster) are made once per worker, so their tests are kept together."""
+    """The slow tests first (workers take tests in this order, and one started last would end the
+    session alone). A test that uses a module's fixture runs on the worker that made it: such
+    fixtures (a sweep, a SLURM cluster) are made once per worker, so their tests are kept together."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     for item in items:
         definitions = getattr(item, "_fixtureinfo", None)
         scopes = definitions.name2fixturedefs.values() if definitions else []

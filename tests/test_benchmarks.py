@@ -24,6 +24,7 @@ def run_benchmark(script: str, *args: str, workdir) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_the_vela_versions_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("vela_versions.py", "--smoke", "--cores", "2", workdir=tmp_path)
     for figure in ("one more Vela version, per cell", "Vela alone, per cell", "cell / Vela alone", "the seeds' way"):
@@ -33,6 +34,7 @@ def test_the_vela_versions_benchmark_reaches_its_verdict(tmp_path):
     assert "same work: the 2 cells of Vela 5.1.0 untouched" in out and "byte-identical Vela command streams" in out
 
 
+@pytest.mark.slow
 def test_the_sweep_benchmark_reaches_its_identity_verdict(tmp_path):
     out = run_benchmark("sweep.py", "--smoke", "--cores", "2", workdir=tmp_path)
     for figure in ("peer sequential", "ethosweep cold", "cold / peer sequential", "+1 memory mode / new cells alone"):
@@ -44,6 +46,7 @@ def has_commit(rev: str) -> bool:
     return subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{rev}^{{commit}}"]).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_compile_once_benchmark_reaches_its_verdicts(tmp_path):
     before = re.search(r'^BEFORE = "(\w+)"', (REPO / "perf" / "compile_once.py").read_text(), re.M).group(1)
     if not has_commit(before):
@@ -67,6 +70,7 @@ def test_the_zoo_numerics_benchmark_reaches_its_verdicts(tmp_path):
     assert out.strip().splitlines()[-1].split()[0] == "1", out  # one verdict counted
 
 
+@pytest.mark.slow
 def test_the_zoo_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("zoo.py", "--smoke", "--cores", "2", workdir=tmp_path)
     assert "cells per hour" in out and "operators on the NPU" in out and "verdict: 5 cells" in out, out
@@ -76,6 +80,7 @@ def test_the_zoo_benchmark_reaches_its_verdict(tmp_path):
     assert index.index('id="operators"') < index.index('id="pick"')  # a preset's report opens on the map
 
 
+@pytest.mark.slow
 def test_the_zoo_benchmark_side_by_side_reaches_its_identity_verdict(tmp_path):
     out = run_benchmark("zoo.py", "--smoke", "--peer", "parallel", "--quick", "--cores", "2", workdir=tmp_path)
     assert re.search(r"ethosweep cold / the seeds' way 2 at a time\s+[\d.]+", out), out
@@ -85,6 +90,7 @@ def test_the_zoo_benchmark_side_by_side_reaches_its_identity_verdict(tmp_path):
     assert re.search(r"job-seconds per stage .*\n(  \w+ +[\d.]+ s .*\n)*  lower +[\d.]+ s", out), out
 
 
+@pytest.mark.slow
 def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
     out = run_benchmark("plan.py", "--smoke", "--noop", "--repeat", "1", workdir=tmp_path)
     assert "compile_with_vela 32," in out and "verdict: the plan is the matrix, 32 cells" in out, out
@@ -93,6 +99,7 @@ def test_the_plan_benchmark_reaches_its_verdict(tmp_path):
     assert re.search(r"verdict: a no-op run of 32 finished cells, [\d.]+ s median", out), out
 
 
+@pytest.mark.slow
 def test_the_cache_benchmark_reaches_its_identity_verdict(tmp_path):
     out = run_benchmark("cache.py", "--smoke", "--cores", "2", workdir=tmp_path)
     for figure in ("second / first", "second / without the store"):

@@ -140,6 +140,7 @@ def test_the_store_is_pruned_least_recently_used_first(tmp_path):
     assert removed == [cache.Entry.of(store, keys[0]).folder] and len(cache.entries(store)) == 2
 
 
+@pytest.mark.slow
 def test_a_second_experiment_takes_the_expensive_stages_from_the_store(tmp_path):
     env = {cache.ENV: str(tmp_path / "store")}
     first = make_workdir(tmp_path / "first", FIRST)
@@ -258,6 +259,7 @@ def test_several_runs_putting_taking_and_pruning_one_store_at_its_limit_at_once(
     assert sum(size for _, size, _ in cache.entries(root)) <= 5 * 270_000
 
 
+@pytest.mark.slow
 def test_two_sweeps_sharing_one_store_at_its_limit_at_once_end_right(tmp_path):
     """Two experiments of different configs, started at once on one store kept small enough that they
     prune each other's entries while they run: both end without an error, each cell's program and

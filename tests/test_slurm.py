@@ -78,6 +78,7 @@ def slurm_run(workdir: Path, cluster, env: dict | None = None) -> subprocess.Com
     )
 
 
+@pytest.mark.slow
 def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
     """With the store (ETHOSWEEP_CACHE) in the cluster's shared folder, as docs/clusters.md sets it:
     the cluster's jobs fill it, and a local run of the same config takes its stages from it."""

@@ -165,6 +165,7 @@ def test_vela_failures_are_told_in_velas_own_words():
     )
 
 
+@pytest.mark.slow
 @needs_uv
 def test_other_vela_versions_are_compiled_side_by_side(sweep_copy):
     before = {p: p.read_bytes() for p in (sweep_copy / "results/vela").rglob("model.pte")}
