@@ -251,9 +251,12 @@ class VelaRun:
                 raise
             return Search(None, " ".join(str(stopped).split())[:240])
         located.seconds = round(time.perf_counter() - started, 2)
-        if crashed and located.compiled == 0:
-            # every part crashed: the search narrowed nothing, and a crash is named by its signal
-            return Search(None, f"no part of the partition compiled without crashing ({located.tries} Vela runs)")
+        if located.compiled == 0 and (crashed or located.units > 1):
+            # No part compiled, whatever it held: the search narrowed nothing, and there is nothing
+            # to compile around. A crash is named by its signal; a refusal of every part is not an
+            # operator's (Vela 4.1.0 given TOSA 1.0: "Unsupported TOSA version"), and said as Vela says it.
+            how = " without crashing" if crashed else ", whichever operators it held"
+            return Search(None, f"no part of the partition compiled{how} ({located.tries} Vela runs)")
         if not located.refused:
             # the parts, rebuilt from the partition's operators, compile: the crash needs it whole
             return Search(
