@@ -45,6 +45,9 @@ REPORT_FLAGS = ("--verbose-performance",)
 # Vela's words for an operator it cannot place (as opposed to a configuration it rejects, which no
 # operator of the partition causes): only then are the refused operators looked for.
 OPERATOR_REFUSAL = re.compile(r"operation|operator|could not run on NPU|not supported|unsupported", re.I)
+# ... but not one about the file: a Vela too old for the TOSA version cannot read any part of it
+# (Vela 4.1.0 on ExecuTorch 1.5.1's TOSA 1.0: "Unsupported TOSA version: 1.0.0"), nothing to locate
+NOT_AN_OPERATOR = re.compile(r"TOSA version", re.I)
 
 
 # ---- Vela's reports -----------------------------------------------------------------
@@ -230,7 +233,8 @@ class VelaRun:
         from ethosweep.vela import refusals
 
         crashed = isinstance(error, ToolCrashed) or fault_of(error) is Fault.CRASH
-        if not (crashed or OPERATOR_REFUSAL.search(str(error))):
+        refusal = OPERATOR_REFUSAL.search(str(error)) and not NOT_AN_OPERATOR.search(str(error))
+        if not (crashed or refusal):
             return Search(None, "")
         tries = itertools.count()
 
@@ -251,12 +255,9 @@ class VelaRun:
                 raise
             return Search(None, " ".join(str(stopped).split())[:240])
         located.seconds = round(time.perf_counter() - started, 2)
-        if located.compiled == 0 and (crashed or located.units > 1):
-            # No part compiled, whatever it held: the search narrowed nothing, and there is nothing
-            # to compile around. A crash is named by its signal; a refusal of every part is not an
-            # operator's (Vela 4.1.0 given TOSA 1.0: "Unsupported TOSA version"), and said as Vela says it.
-            how = " without crashing" if crashed else ", whichever operators it held"
-            return Search(None, f"no part of the partition compiled{how} ({located.tries} Vela runs)")
+        if crashed and located.compiled == 0:
+            # every part crashed: the search narrowed nothing, and a crash is named by its signal
+            return Search(None, f"no part of the partition compiled without crashing ({located.tries} Vela runs)")
         if not located.refused:
             # the parts, rebuilt from the partition's operators, compile: the crash needs it whole
             return Search(
