@@ -309,3 +309,21 @@ def test_the_benchmarks_import_what_exists(script):
             )
     proc = subprocess.run([sys.executable, str(REPO / "perf" / script), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_no_file_over_500_lines_and_no_function_over_60_lines_or_8_parameters():
+    """A file that long holds more than one concept, a function that long does more than one thing,
+    and one with more parameters mirrors a rule's items instead of taking values (binding)."""
+    import ast
+
+    files = [*(REPO / "src").rglob("*.py"), *(REPO / "workflow").rglob("*.py"), *(REPO / "workflow").rglob("*.smk")]
+    assert [str(p) for p in files if len(p.read_text().splitlines()) > 500] == []
+    long = []
+    for path in (REPO / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args
+                count = len(arguments.posonlyargs) + len(arguments.args) + len(arguments.kwonlyargs)
+                if node.end_lineno - node.lineno >= 60 or count > 8:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert long == []

@@ -1,19 +1,9 @@
 """Two verdicts on a model's numerics, each a measured effect with its 95 % interval judged against a
-tolerance, and each answered only as far as the evidence goes:
-
-1. **the NPU's question** (`npu`): does the NPU path compute what the quantized model computes? The
-   TOSA reference model against quantized PyTorch, on the same inputs: *identical* (every output
-   value equal on all n inputs, with the share of inputs on which it may still differ bounded by
-   Clopper-Pearson), *within tolerance* (within the steps ExecuTorch's Arm tests accept, `qtol`),
-   else judged by what the difference costs against float: ok (shown within the 3 dB the NPU may
-   add, a note giving the steps), flagged (shown beyond, or a layer grossly off given its inputs,
-   at the layer where it starts) or inconclusive;
-2. **the quantization's question** (`quantization`): how much does quantization cost against float?
-   Top-1 agreement (a classifier by evidence) or the typical per-input relative error and cosine
-   (ExecuTorch's model thresholds), judged only on representative data: with `dataset: random` or
-   none it is "not judged", with the numbers.
-
-Torch-free: it works on the metrics the verify stage measured (docs/numerics.md).
+tolerance and answered only as far as the evidence goes: the NPU's question (`npu`: does the NPU
+path compute what the quantized model computes? identical, within tolerance, ok, flagged or
+inconclusive) and the quantization's (`quantization`: what does quantization cost against float?
+judged on representative data only). Torch-free: it works on the metrics the verify stage measured;
+the method is in docs/numerics.md.
 """
 
 from __future__ import annotations
