@@ -197,13 +197,16 @@ FAKE = {
     "MemoryError": 'echo "Traceback (most recent call last):"; echo "  File x"; echo "MemoryError"; exit 1',
     "ENOSPC": "echo \"OSError: [Errno 28] No space left on device: 'out.bin'\"; exit 1",
     "model error": "echo \"main.c:3: error: 'x' undeclared\"; exit 2",
-    # a real gcc whose cc1 is killed (SIGKILL, as the kernel's out-of-memory killer does) while it compiles
+    # a real gcc whose cc1 is killed (SIGKILL, as the kernel's out-of-memory killer does) while it
+    # compiles, in a folder of its own so that nothing is left in the test's working folder
     "compiler killed": """
+        cd "$(mktemp -d)"
         python3 -c "print(''.join(f'int f{i}(int x){{return x*{i};}}\\n' for i in range(4000)))" > big.c
         gcc -O2 -c big.c -o big.o &
         gcc_pid=$!
         while ! pkill -KILL -P $gcc_pid cc1 2>/dev/null; do sleep 0.02; done
-        wait $gcc_pid
+        wait $gcc_pid; rc=$?
+        rm -rf "$PWD"; exit $rc
     """,
 }
 
