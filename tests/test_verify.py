@@ -781,6 +781,39 @@ def test_a_partly_delegated_cell_whose_partition_reads_none_of_its_inputs_is_ver
     assert record["metrics"]["max_error_steps"] == 0
 
 
+def test_a_sum_the_quantized_model_clamps_and_the_npu_keeps_whole_is_noted_not_flagged(tmp_path):
+    """tests/models/saturated_skip.py, a16w8 on Ethos-U85 (SSDlite's and MobileNetV3's flagged residual
+    adds): ExecuTorch rescales a convolution's INT48 accumulator straight into the add in int32, so where
+    the quantized model clamps that convolution's int16 activation the NPU keeps it whole. The add is
+    then far off given its inputs as the quantized model clamps them, and within a step given them
+    unclamped: what the NPU computes is the sum the model means, so the output decides the verdict, and
+    the note says why. A convolution broken in the TOSA among the same clamps is still flagged."""
+    record = pipeline(tmp_path, "tests/models/saturated_skip.py", "skip", scheme="a16w8", profile="u85")
+    add = next(layer for layer in record["location"]["layers"] if layer["layer"] == "add")
+    # the stem (the skip) and the projection: both clamped by the quantized model, neither by the NPU
+    assert add["saturated_inputs"] == ["conv2d", "conv2d_2"], add
+    assert add["own_steps"] > 8 * 256 and add["unsaturated_steps"] <= 1, add
+    assert (record["verdict"], record["layer"]) == ("ok", ""), record["reason"]
+    detail = npu_check(record)["detail"]
+    assert detail.startswith("ok, at no accuracy cost shown: the NPU path: ")
+    assert (
+        f"note: layer add (add, blocks.0) is {add['own_steps']} int16 steps off given its inputs: on this input the "
+        "quantized model clamps conv2d, conv2d_2 to int16 range, which the NPU carries on unclamped (in int32); "
+        f"given them unclamped, the layer is {add['unsaturated_steps']} int16 step(s) off"
+    ) in detail
+    # the NPU path is no further from float than the quantized model: it keeps what the model clamps
+    (energy,) = [e for e in npu_check(record)["effects"] if "error energy" in e["effect"]]
+    assert energy["estimate"] < 0, energy
+
+    # the projection's weights negated in the TOSA: off given its inputs unclamped too, so flagged
+    lowered = tmp_path / "skip_lowered"
+    edge = load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes
+    replace_partition_tosa(lowered, negate_first_conv2d_weights(edge, nth=2)[0], template=False)
+    broken = verify(tmp_path, "skip", lowered)
+    assert (broken["verdict"], broken["layer"]) == ("flagged", "add"), npu_check(broken)
+    assert npu_check(broken)["detail"].startswith("layer add (add, blocks.0) computes something else")
+
+
 def test_a_sum_that_starts_at_a_literal_zero_is_paired_only_with_what_the_npu_computed(tmp_path):
     """tests/models/plus_zero.py: re-parameterisable blocks as timm writes them, `out = scale_out + 0`
     then `out += conv(x)`. Which tensor does the NPU compute for the `+ 0`? The lowering keeps it: a

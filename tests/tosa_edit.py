@@ -16,8 +16,9 @@ import numpy as np
 from ethosweep.runtime.io import read_json, write_json
 
 
-def negate_first_conv2d_weights(tosa: bytes) -> tuple[bytes, str]:
-    """The TOSA with half the weights of its first CONV2D negated, and that weight tensor's name."""
+def negate_first_conv2d_weights(tosa: bytes, nth: int = 0) -> tuple[bytes, str]:
+    """The TOSA with half the weights of its first CONV2D (or its `nth`, from 0) negated, and that weight
+    tensor's name."""
     import tosa_serializer as ts
 
     with tempfile.TemporaryDirectory() as tmp:  # the serializer's own folder
@@ -26,7 +27,7 @@ def negate_first_conv2d_weights(tosa: bytes) -> tuple[bytes, str]:
         graph = ts.TosaSerializer(tmp)
         assert graph.loadTosaFlatbuffer(str(path))
         block = graph.regions[0].basicBlocks[0]
-        conv = next(op for op in block.operators if str(op.op) == "Op.CONV2D")
+        conv = [op for op in block.operators if str(op.op) == "Op.CONV2D"][nth]
         weights = block.getTensorByName(conv.inputs[1])
         values = np.frombuffer(bytes(weights.data), np.int8).copy()
         values[: len(values) // 2] = -values[: len(values) // 2]

@@ -43,7 +43,15 @@ import torch
 from ethosweep.compile.tosa_graph import loaded, quiet_c_output
 from ethosweep.runtime.errors import StageError
 from ethosweep.verify.accounted import Unseen, accounted_for, unpaired_before
-from ethosweep.verify.layers import activation_bits, describe, internal_activations, is_quantize, layer_sources
+from ethosweep.verify.layers import (
+    activation_bits,
+    describe,
+    internal_activations,
+    is_dequantize,
+    is_quantize,
+    layer_sources,
+    upstream,
+)
 from ethosweep.verify.pairing import in_pytorch_layout, pair_activations
 
 
@@ -66,6 +74,11 @@ class LayerError:
     unpaired_inputs: list[str] = field(default_factory=list)
     # another TOSA tensor was about as close to the activation as the one paired (locate.closest)
     uncertain: bool = False
+    # activations before it that the quantized model clamps to their integer range on this input,
+    # and its own steps when the quantized model hands them on whole (where the NPU adds the sum
+    # on in int32 without materialising them, as ExecuTorch lowers a16w8 residual adds)
+    saturated_inputs: list[str] = field(default_factory=list)
+    unsaturated_steps: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -82,6 +95,8 @@ class LayerError:
             "internal": self.internal,
             "unpaired_inputs": self.unpaired_inputs,
             "uncertain": self.uncertain,
+            "saturated_inputs": self.saturated_inputs,
+            "unsaturated_steps": self.unsaturated_steps,
         }
 
 
@@ -141,20 +156,32 @@ def run_all_tensors(tosa: bytes, inputs: list[torch.Tensor]) -> dict[str, np.nda
 
 
 class Recorder(torch.fx.Interpreter):
-    """Runs the quantized model, recording each quantize node's output; with `forced`, each of
-    those is computed (and recorded) and then replaced by the forced value for what follows."""
+    """Runs the quantized model, recording each quantize node's output and whether it clamped a
+    value to its integer range (`saturated`); with `forced`, each of those is computed (and
+    recorded) and then replaced by the forced value for what follows; with `whole`, those hand on
+    the value they quantize as it is, neither rounded nor clamped (and record it quantized)."""
 
-    def __init__(self, module, forced: dict[str, torch.Tensor] | None = None):
+    def __init__(self, module, forced: dict[str, torch.Tensor] | None = None, whole: frozenset[str] = frozenset()):
         super().__init__(module)
         self.forced = forced or {}
+        self.whole = whole
         self.values: dict[str, torch.Tensor] = {}
+        self.saturated: set[str] = set()
 
     def run_node(self, n):
+        if is_dequantize(n) and getattr(n.args[0], "name", None) in self.whole:
+            return self.env[n.args[0]]  # the value its quantize node handed on whole
         result = super().run_node(n)
-        if is_quantize(n) and isinstance(result, torch.Tensor):
-            self.values[n.name] = result.detach().clone()
-            if n.name in self.forced:
-                return self.forced[n.name].to(result.dtype).reshape(result.shape)
+        if not (is_quantize(n) and isinstance(result, torch.Tensor)):
+            return result
+        self.values[n.name] = result.detach().clone()
+        x, scale, zero_point = self.fetch_args_kwargs_from_env(n)[0][:3]
+        if torch.any(torch.round(x * (1.0 / float(scale))) + int(zero_point) != result.to(torch.float32)):
+            self.saturated.add(n.name)  # the clamp changed it (the rounding as ExecuTorch's decomposition has it)
+        if n.name in self.whole:
+            return x
+        if n.name in self.forced:
+            return self.forced[n.name].to(result.dtype).reshape(result.shape)
         return result
 
 
@@ -212,28 +239,114 @@ def locate(
     unpaired, off_npu = _unpaired_and_off_npu(seen, cpu_ops)
     hidden = {n.name for n in activations if described[n.name] in unpaired}
     boundaries = {name: value for name, value in npu.items() if name not in internal}
-    with torch.no_grad():
-        forced = Recorder(quant_module, forced=boundaries)
-        forced.run(*sample)
-    layers = _layer_errors(seen, npu, forced.values, set(boundaries), hidden, uncertain)
+    layers = _layer_errors(seen, npu, _forced_runs(quant_module, sample, seen, boundaries), hidden, uncertain)
     return Location(layers=layers, unpaired=unpaired, off_npu=off_npu)
 
 
-def _layer_errors(
-    seen: Unseen, npu: dict, forced: dict, boundaries: set[str], hidden: set[str], uncertain: set[str]
-) -> list[LayerError]:
+@dataclass
+class ForcedRuns:
+    """The teacher-forced run, and what a clamp the NPU does not apply changes in it (`_bypassed`)."""
+
+    boundaries: set[str]  # the activations forced to the NPU's values
+    values: dict  # the forced run's, by quantize node
+    saturated: set[str]  # the activations the quantized model clamped on this input
+    bypassed: dict  # by layer after one the NPU does not clamp: what the NPU does not round or clamp before it
+    whole: Recorder | None  # the forced run again with those handed on as computed, neither rounded nor clamped
+
+
+def _forced_runs(quant_module, sample: tuple, seen: Unseen, boundaries: dict) -> ForcedRuns:
+    with torch.no_grad():
+        forced = Recorder(quant_module, forced=boundaries)
+        forced.run(*sample)
+        bypassed = _bypassed(seen, forced.saturated, set(boundaries))
+        whole = _without_clamps(quant_module, sample, boundaries, bypassed)
+    return ForcedRuns(set(boundaries), forced.values, forced.saturated, bypassed, whole)
+
+
+def _bypassed(seen: Unseen, saturated: set[str], boundaries: set[str]) -> dict[str, list[str]]:
+    """For each paired layer after an activation the quantized model clamped on this input and the NPU
+    does not, the activations before it that the NPU does not hold as the quantized model does: those
+    without a TOSA tensor of their own (a convolution's INT48 accumulator rescaled straight into an
+    a16w8 add), and those whose tensor the layer's TOSA does not read (an a16w8 add's int32 sum carried
+    on into the next add). The NPU neither rounds nor clamps them. Internal activations aside."""
+    if not saturated:
+        return {}
+    paired_tensors = {(p, t) for p, t in seen.pairs.values()}
+    found = {}
+    for node in seen.activations:
+        if node.name not in seen.pairs:
+            continue
+        own = seen.described[node.name]["composite"]
+        before = [
+            n.name
+            for n in upstream(node, lambda n: is_quantize(n) and n.name in boundaries)
+            # an activation of the model (not its input's quantization, the same on both paths)
+            if n.name in seen.described and n.name not in seen.internal and seen.described[n.name]["composite"] != own
+        ]
+        if not saturated.intersection(before):
+            continue
+        read = _tensors_read(seen, seen.pairs[node.name], paired_tensors)
+        bypassed = sorted(n for n in before if n not in boundaries or seen.pairs[n] not in read)
+        if saturated.intersection(bypassed):
+            found[node.name] = bypassed
+    return found
+
+
+def _tensors_read(seen: Unseen, tensor: tuple[int, str], paired_tensors: set) -> set[tuple[int, str]]:
+    """The paired TOSA tensors a tensor is computed from, nearest on each path (not looked past)."""
+    partition, name = tensor
+    sources = seen.tensor_sources[partition]
+    todo, done, read = list(sources.get(name, {}).get("inputs", [])), set(), set()
+    while todo:
+        current = todo.pop()
+        if current in done:
+            continue
+        done.add(current)
+        if (partition, current) in paired_tensors:
+            read.add((partition, current))
+        else:
+            todo.extend(sources.get(current, {}).get("inputs", []))
+    return read
+
+
+def _without_clamps(quant_module, sample: tuple, boundaries: dict, bypassed: dict) -> Recorder | None:
+    """The teacher-forced run again, with the activations the NPU does not clamp (`_bypassed`) handed on
+    whole and not forced: what a layer computes from the sum the NPU keeps."""
+    if not bypassed:
+        return None
+    handed_on = frozenset(name for names in bypassed.values() for name in names)
+    kept = {name: value for name, value in boundaries.items() if name not in handed_on}
+    whole = Recorder(quant_module, forced=kept, whole=handed_on)
+    whole.run(*sample)
+    return whole
+
+
+def _saturated_before(node, seen: Unseen, npu: dict, runs: ForcedRuns) -> dict:
+    """The activations before this layer that the quantized model clamped and the NPU does not, and how
+    far off the layer is with what the NPU does not round or clamp handed on whole (see LayerError)."""
+    if runs.whole is None or node.name not in runs.bypassed:
+        return {}
+    clamped = [name for name in runs.bypassed[node.name] if name in runs.saturated]
+    return {
+        "saturated_inputs": sorted({seen.described[name]["layer"] for name in clamped}),
+        "unsaturated_steps": _steps(npu[node.name], runs.whole.values[node.name]),
+    }
+
+
+def _layer_errors(seen: Unseen, npu: dict, runs: ForcedRuns, hidden: set[str], uncertain: set[str]) -> list[LayerError]:
     """Each paired activation's error: its own (the quantized model forced to the NPU's values at
     every boundary before it) and the one accumulated from the model's input."""
     return [
         LayerError(
             **seen.described[node.name],
             partition=seen.pairs[node.name][0],
-            own_steps=_steps(npu[node.name], forced[node.name]),
+            own_steps=(own := _steps(npu[node.name], runs.values[node.name])),
             accumulated_steps=_steps(npu[node.name], seen.plain[node.name]),
             bits=activation_bits(node),
             internal=node.name in seen.internal,
-            unpaired_inputs=unpaired_before(node, boundaries, hidden, seen.described),
+            unpaired_inputs=unpaired_before(node, runs.boundaries, hidden, seen.described),
             uncertain=node.name in uncertain,
+            **(_saturated_before(node, seen, npu, runs) if own else {}),
         )
         for node in seen.activations
         if node.name in seen.pairs

@@ -24,7 +24,19 @@ from ethosweep.verify.intervals import (
     per_input_relative_errors,
     would_decide,
 )
-from ethosweep.verify.tolerances import ENERGY_TOLERANCE_DB, GROSS_FACTOR, GROSS_FLOOR_INT8_STEPS, Thresholds
+from ethosweep.verify.layer_notes import (
+    Located,
+    fastest_drift,
+    gross,
+    int16_hint,
+    layer_label,
+    layer_note,
+    not_found,
+    paired_layers,
+    saturation,
+    width,
+)
+from ethosweep.verify.tolerances import ENERGY_TOLERANCE_DB, Thresholds
 
 # The NPU check's outcomes, best first; "not judged" (a check that measured what says nothing of its
 # question: float on random inputs) is shown, never counted.
@@ -127,11 +139,11 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
     allowed = metrics.get("output_steps_allowed") or thresholds.max_error_steps
     differing = metrics.get("differing_samples", samples if max_steps else 0)
     beyond_steps = metrics.get("beyond_tolerance_samples", samples if max_steps > allowed else 0)
-    located = _paired_layers(location, thresholds)
+    located = paired_layers(location, thresholds)
     beyond, counted = located.beyond, located.counted
     tolerance = lambda layer: thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))  # noqa: E731
     located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
-    gross = next((layer for layer in located_beyond if _gross(layer, tolerance(layer))), None)
+    far = next((x for x in located_beyond if gross(x, tolerance(x)) and not saturation(x, tolerance(x))), None)
     off = (
         f"the output is {max_steps:g} steps off the quantized model on {beyond_steps} of {samples} inputs "
         f"(ExecuTorch's Arm operator tests accept {allowed:g})"
@@ -140,8 +152,8 @@ def npu_check(metrics: dict, location: dict | None, thresholds: Thresholds, clas
     decided, needed = decide(effects)
     measured = "; ".join(e.text() for e in effects) or "no per-sample errors against float to compare"
     recorded = [e.as_dict() for e in effects]
-    if gross is not None:
-        return _computes_something_else(gross, tolerance(gross), f"{off}; {measured}; {counted}", recorded)
+    if far is not None:
+        return _computes_something_else(far, tolerance(far), f"{off}; {measured}; {counted}", recorded)
     if max_steps <= allowed:
         return Check(
             "npu",
@@ -189,9 +201,9 @@ def _computes_something_else(layer: dict, tolerance: float, then: str, recorded:
     return Check(
         "npu",
         FLAGGED,
-        f"layer {_layer_label(layer)} computes something else than the quantized model: {layer['own_steps']} "
+        f"layer {layer_label(layer)} computes something else than the quantized model: {layer['own_steps']} "
         f"steps off given the same inputs, {layer['own_steps'] / tolerance:.0f} times its tolerance of "
-        f"{tolerance:g}{_width(layer)} (far beyond rounding: flagged whatever the output shows); {then}",
+        f"{tolerance:g}{width(layer)} (far beyond rounding: flagged whatever the output shows); {then}",
         layer=layer["layer"],
         effects=recorded,
     )
@@ -202,7 +214,7 @@ def _beyond_note(beyond: list[dict], tolerance) -> str:
     if not beyond:
         return ""
     more = f" (and {len(beyond) - 1} more)" if beyond[1:] else ""
-    return f"; note: {_layer_note(beyond[0], tolerance(beyond[0]))}{more}"
+    return f"; note: {layer_note(beyond[0], tolerance(beyond[0]))}{more}"
 
 
 def _no_difference(metrics: dict, unseen: str) -> Check:
@@ -223,36 +235,11 @@ def _no_difference(metrics: dict, unseen: str) -> Check:
     )
 
 
-@dataclass(frozen=True)
-class Located:
-    """The layer-by-layer comparison as the NPU check reads it: the judged layers (a decomposed operator
-    at its last activation), those beyond their tolerance, the unpaired activations, how many paired."""
-
-    layers: list
-    beyond: list
-    unpaired: list
-    counted: str
-
-
-def _paired_layers(location: dict | None, thresholds: Thresholds) -> Located:
-    located = bool(location and not location.get("problem") and location.get("layers"))
-    paired = sorted(location["layers"], key=lambda layer: layer.get("order", 0)) if located else []
-    unpaired = (location or {}).get("unpaired") or []
-    counted = f"{len(paired)} of {len(paired) + len(unpaired)} activations paired with the NPU's tensors"
-    layers = [layer for layer in paired if not layer.get("internal")]
-    beyond = [
-        layer
-        for layer in layers
-        if layer["own_steps"] > thresholds.steps_allowed(layer.get("bits", 8), layer.get("kind", ""))
-    ]
-    return Located(layers, beyond, unpaired, counted)
-
-
 def _flagged(lost: str, off: str, location: dict | None, located: Located, tolerance, recorded: list) -> Check:
     """A difference shown to cost accuracy: flagged where it starts, or where the drift grows most, or
     saying where it could not look."""
     layers, beyond, unpaired, counted = located.layers, located.beyond, located.unpaired, located.counted
-    located_beyond = [layer for layer in beyond if not layer.get("unpaired_inputs")]
+    located_beyond = [x for x in beyond if not x.get("unpaired_inputs") and not saturation(x, tolerance(x))]
     broken = next(iter(located_beyond), None)
     if broken is not None:
         before = [layer for layer in layers[: layers.index(broken)] if layer["partition"] == broken["partition"]]
@@ -260,107 +247,33 @@ def _flagged(lost: str, off: str, location: dict | None, located: Located, toler
         return Check(
             "npu",
             FLAGGED,
-            f"{lost}; it starts at layer {_layer_label(broken)}, {broken['own_steps']} steps off given the same "
-            f"inputs (> {tolerance(broken):g}{_width(broken)}; the layers before it within {inputs}); {off}; "
-            f"{counted}" + _int16_hint(broken, tolerance(broken)),
+            f"{lost}; it starts at layer {layer_label(broken)}, {broken['own_steps']} steps off given the same "
+            f"inputs (> {tolerance(broken):g}{width(broken)}; the layers before it within {inputs}); {off}; "
+            f"{counted}" + int16_hint(broken, tolerance(broken)),
             layer=broken["layer"],
             effects=recorded,
         )
     if layers and not beyond and not unpaired:
-        grows, growth = _fastest_drift(layers)
+        grows, growth = fastest_drift(layers)
         return Check(
             "npu",
             FLAGGED,
             f"{lost}; every layer is within its tolerance on its own, and the drift grows most at layer "
-            f"{_layer_label(grows)} (+{growth} steps); {off}; {counted}",
+            f"{layer_label(grows)} (+{growth} steps); {off}; {counted}",
             layer=grows["layer"],
             effects=recorded,
         )
     return Check(
         "npu",
         FLAGGED,
-        f"{lost}; {off}; the layer where it starts could not be found: {_not_found(location, beyond, unpaired)} "
+        f"{lost}; {off}; the layer where it starts could not be found: {not_found(location, beyond, unpaired)} "
         f"({counted})",
         effects=recorded,
     )
 
 
-def _gross(layer: dict, allowed: float) -> bool:
-    steps = layer["own_steps"]
-    int8_steps = steps / 256 if layer.get("bits") == 16 else steps
-    return steps > GROSS_FACTOR * allowed and int8_steps >= GROSS_FLOOR_INT8_STEPS
-
-
-def _layer_note(layer: dict, allowed: float) -> str:
-    """'layer add_1 (add, norm): 413 int16 steps off given its inputs, beyond the 400 ExecuTorch's a16w8
-    layer_norm tests accept (at epsilon 2^-16)'"""
-    width = "int16 " if layer.get("bits") == 16 else ""
-    epsilon = " (at the quantizer's epsilon 2^-16)" if layer.get("bits") == 16 and allowed > 1 else ""
-    return (
-        f"layer {_layer_label(layer)} is {layer['own_steps']} {width}steps off given its inputs, beyond the "
-        f"{allowed:g} ExecuTorch's {'a16w8 ' if layer.get('bits') == 16 else ''}{layer.get('kind') or 'operator'} "
-        f"tests accept{epsilon}"
-    )
-
-
-def _not_found(location: dict | None, beyond: list[dict], unpaired: list[dict]) -> str:
-    if not location or location.get("problem") or not location.get("layers"):
-        return (location or {}).get("problem") or "no layer-by-layer comparison"
-    if beyond:
-        layer = beyond[0]
-        return (
-            f"layer {_layer_label(layer)} is {layer['own_steps']} steps off given its inputs, but activations "
-            f"before it could not be paired with the NPU's tensors ({', '.join(layer['unpaired_inputs'])}): the "
-            "error may start there"
-        )
-    return f"every paired layer is within its tolerance; the error may be in {_unpaired_summary(unpaired)}"
-
-
 def _indices(indices: list[int]) -> str:
     return ", ".join(str(i) for i in indices)
-
-
-def _int16_hint(layer: dict, allowed: float) -> str:
-    """For an int16 table lookup or normalisation beyond ExecuTorch's tolerance: what that tolerance
-    assumed, and how to accept the difference."""
-    if layer.get("bits") != 16 or allowed <= 1:
-        return ""
-    return (
-        f"; ExecuTorch's own a16w8 {layer.get('kind')} tests accept {allowed:g} with the quantizer's epsilon at "
-        "2^-16, finer than its default 2^-12 (aot_arm_compiler's, and this sweep's), which leaves small tensors "
-        f"such as a variance few int16 levels; to accept it, raise numerics.max_error_steps_int16.{layer.get('kind')}"
-    )
-
-
-def _width(layer: dict) -> str:
-    return f" int16 steps for {layer.get('kind') or 'this operator'}" if layer.get("bits") == 16 else ""
-
-
-def _fastest_drift(layers: list[dict]) -> tuple[dict | None, int]:
-    """The layer whose accumulated difference grows most over the largest before it (its partition);
-    (None, 0) when there is none."""
-    best, growth = (layers[-1] if layers else None), -1
-    for i, layer in enumerate(layers):
-        before = [x["accumulated_steps"] for x in layers[:i] if x["partition"] == layer["partition"]]
-        grown = layer["accumulated_steps"] - max(before, default=0)
-        if grown > growth:
-            best, growth = layer, grown
-    return best, max(growth, 0)
-
-
-def _unpaired_summary(unpaired: list[dict]) -> str:
-    """'layer_norm (decomposed into 9 quantized operators: mean, sub, mul, ...); conv2d_1 (conv2d + relu)'"""
-    by_operator: dict[str, list[dict]] = {}
-    for layer in unpaired:
-        by_operator.setdefault(layer.get("composite") or layer["layer"], []).append(layer)
-    parts = []
-    for layers in by_operator.values():
-        if len(layers) == 1:
-            parts.append(f"{layers[0]['layer']} ({layers[0]['ops']})")
-        else:
-            names = ", ".join(dict.fromkeys(layer["ops"] for layer in layers))
-            parts.append(f"{layers[0].get('kind')} (decomposed into {len(layers)} quantized operators: {names})")
-    return "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
 
 
 @dataclass(frozen=True)
@@ -473,12 +386,6 @@ def _worst(worst_layer: dict | None) -> str:
         f"accuracy is lost most at {worst_layer['layer']} (its SNR against float falls by "
         f"{worst_layer['snr_drop_db']} dB, to {worst_layer['snr_db']} dB)"
     )
-
-
-def _layer_label(layer: dict) -> str:
-    module = f", {layer['module']}" if layer.get("module") else ""
-    uncertain = "; pairing not certain: another TOSA tensor is about as close" if layer.get("uncertain") else ""
-    return f"{layer['layer']} ({layer['ops']}{module}{uncertain})"
 
 
 def judge(
