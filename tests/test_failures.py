@@ -171,6 +171,12 @@ def test_a_broken_model_names_the_file_and_the_cause(broken_sweep, model):
     terminal = BAD_MODELS[model].removeprefix("export: ")
     assert f"ethosweep: FAILED export_model {model}: {terminal}" in proc.stderr
     assert f"(log: logs/export/{model}.log)" in proc.stderr
+    # under the table, once for both cells it fails, with the reason
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith(f"  failed: {model} [int8]")]
+    assert line.startswith(
+        f"  failed: {model} [int8] on 2 cells (ethos-u55-128 / Shared_Sram, ethos-u85-256 / Shared_Sram): "
+        f"{BAD_MODELS[model]}"
+    ), line
 
 
 def test_a_failure_is_recorded_in_place_of_every_output_it_stops(broken_sweep):

@@ -90,12 +90,7 @@ def _findings(rows: list[dict], several_velas: bool) -> list[str]:
         out.append(
             "  ms+CPU: the NPU part's time; the operators left on the CPU are not timed (CPU time not estimated)"
         )
-    for r in failed:
-        vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
-        out.append(
-            f"  {r['status']}: {r['model']} [{r['quantization']}] {r['target']} / {r['memory_mode']}{vela}: "
-            f"{r.get('reason', '')}"
-        )
+    out += _failures(failed, several_velas)
     if failed:
         out.append(
             "  Failures are recorded: a rerun keeps them until what they depend on changes (the model, the "
@@ -116,6 +111,23 @@ def _findings(rows: list[dict], several_velas: bool) -> list[str]:
         targets = ", ".join(sorted({t for t, _ in where}))
         out.append(f"  numerics {status}: {model} [{quant}] on {len(where)} cell(s) ({targets}): {reason}")
     return out
+
+
+def _failures(failed: list[dict], several_velas: bool) -> list[str]:
+    """One line per model, scheme and reason, whatever the number of cells it fails (a model that
+    cannot export fails every cell of it the same way): the cell, or how many and which."""
+    where: dict[tuple, list[str]] = {}
+    for r in failed:
+        vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
+        cells = where.setdefault((r["status"], r["model"], r["quantization"], r.get("reason", "")), [])
+        if (cell := f"{r['target']} / {r['memory_mode']}{vela}") not in cells:  # once, whatever its boards
+            cells.append(cell)
+    lines = []
+    for (status, model, quantization, reason), cells in where.items():
+        shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if cells[3:] else "")
+        cells_text = cells[0] if len(cells) == 1 else f"on {len(cells)} cells ({shown})"
+        lines.append(f"  {status}: {model} [{quantization}] {cells_text}: {reason}")
+    return lines
 
 
 def _fit_cell(row: dict) -> str:
