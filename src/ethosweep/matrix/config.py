@@ -73,6 +73,7 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
     for i, selector in enumerate(config.get("include", [])):
         cells.extend(_included_cells(selector, f"include[{i}]", axes))
     on_boards, cell_boards = _board_cells(boards, axes)
+    configured = {c.id for c in cells}
     cells = list({c.id: c for c in cells + on_boards}.values())
     if not cells:
         raise ConfigError(
@@ -91,6 +92,7 @@ def build_sweep(config: dict[str, Any], base_dir: Path | str = ".", workflow_dir
         boards=boards,
         cell_boards=cell_boards,
         cpu_cells=_cpu_cells(config.get("cpu_targets", []), axes.models, axes.quantization, skipped),
+        only_for_boards=[c.id for c in cells if c.id not in configured],
     )
 
 

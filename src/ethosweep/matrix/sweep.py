@@ -23,6 +23,7 @@ class Sweep:
     boards: dict = field(default_factory=dict)  # name -> boards.Board
     cell_boards: dict = field(default_factory=dict)  # cell id -> [board names]
     cpu_cells: list[CpuCell] = field(default_factory=list)
+    only_for_boards: list[str] = field(default_factory=list)  # ids of the cells only the boards add
     _by_id: dict = field(default_factory=dict, repr=False)
 
     def board_cells(self) -> list[tuple[str, Cell]]:
@@ -68,6 +69,12 @@ class Sweep:
             + ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for n, k in dims)
             + ")"
         )
+        if self.only_for_boards:
+            adding = [b for b in self.boards if any(b in self.cell_boards[i] for i in self.only_for_boards)]
+            text += (
+                f"; {len(self.only_for_boards)} of them for the NPU configuration or memory mode of a board "
+                f"({', '.join(adding)}: `boards`)"
+            )
         if self.skipped:
             reasons = sorted({r for _, r in self.skipped})
             n = len(self.skipped)
