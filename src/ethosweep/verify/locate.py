@@ -311,7 +311,9 @@ def _tensors_read(seen: Unseen, tensor: tuple[int, str], paired_tensors: set) ->
 
 def _without_clamps(quant_module, sample: tuple, boundaries: dict, bypassed: dict) -> Recorder | None:
     """The teacher-forced run again, with the activations the NPU does not clamp (`_bypassed`) handed on
-    whole and not forced: what a layer computes from the sum the NPU keeps."""
+    whole and not forced: what a layer computes from the sum the NPU keeps. One run for every layer: a
+    layer reading, rounded, what another's NPU path keeps whole sees it whole too (half a step of that
+    input's scale at most, against the thousands of steps a clamp makes)."""
     if not bypassed:
         return None
     handed_on = frozenset(name for names in bypassed.values() for name in names)
