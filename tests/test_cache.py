@@ -5,6 +5,7 @@ any change to a key part misses it; a damaged or half-written entry is never tak
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -188,12 +189,19 @@ def test_the_stores_commands_say_what_it_holds_and_prune_it(tmp_path, monkeypatc
 
 def test_a_lowering_inside_a_job_is_taken_from_the_store_the_same_bytes(tiny_sweep, tmp_path, monkeypatch):
     """A fallback's lowering (what Vela refused kept on the CPU) repeats in every cell and folder that
-    refuses the same operators, and in its verification: in the store, it is lowered once."""
+    refuses the same operators, and in its verification: in the store, it is lowered once. Without a
+    store it is kept beside the quantized program, so a folder's cells and their verification share
+    the same bytes (ExecuTorch's lowering of a program is not the same bytes in every process)."""
     from ethosweep.compile.delegation import lower_quantized
 
-    quantized = str(tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2")
+    quantized = str(tmp_path / "quantize" / "quantized.pt2")
+    Path(quantized).parent.mkdir()
+    shutil.copy(tiny_sweep / "results/quantize/mnist/int8/u55/quantized.pt2", quantized)
     keep = [{"node": "aten_convolution_default_1"}]
-    computed = lower_quantized(quantized, "u55", keep)  # no store: computed, nothing written
+    computed = lower_quantized(quantized, "u55", keep)  # no store: kept in the folder's own
+    assert len(cache.entries(tmp_path / "quantize" / "fallbacks")) == 1
+    again = lower_quantized(quantized, "u55", keep)
+    assert (again.edge, again.template) == (computed.edge, computed.template)  # the very bytes, edge included
     monkeypatch.setenv(cache.ENV, str(tmp_path / "store"))
     stored = lower_quantized(quantized, "u55", keep)
     assert len(cache.entries(tmp_path / "store")) == 1
@@ -257,6 +265,40 @@ def test_several_runs_putting_taking_and_pruning_one_store_at_its_limit_at_once(
     assert [o["errors"] for o in outcomes] == [[]] * 6, outcomes[0]["errors"][:1]
     assert sum(o["checked"] for o in outcomes) > 50  # the takes that found their entry checked every byte
     assert sum(size for _, size, _ in cache.entries(root)) <= 5 * 270_000
+
+
+def _remember_once(own: str, out: str) -> None:
+    """Remember bytes that differ at every computation (as a lowering's do), noting each computation."""
+    import os
+    import time
+
+    def compute() -> dict[str, bytes]:
+        with open(Path(out, "computed"), "a") as note:
+            note.write("x")
+        time.sleep(1)  # the others ask meanwhile
+        return {"bytes": os.urandom(16)}
+
+    taken = cache.remembered("random bytes", {"key": 1}, compute, Path(own))
+    Path(out, f"taken-{os.getpid()}").write_bytes(taken["bytes"])
+
+
+def test_an_entry_wanted_at_once_is_computed_once_and_shared(tmp_path, monkeypatch):
+    """Three processes want one entry of a store of their own at once (the Ethos-U55 and -U65 cells of
+    a profile whose Vela refuses the same operators): one computes it, the others wait and take the
+    same bytes, though a second computation would give others."""
+    import multiprocessing
+
+    monkeypatch.delenv(cache.ENV, raising=False)
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_remember_once, args=(str(tmp_path / "own"), str(tmp_path))) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    assert (tmp_path / "computed").read_text() == "x"
+    assert len({path.read_bytes() for path in tmp_path.glob("taken-*")}) == 1
+    assert len(cache.entries(tmp_path / "own")) == 1
 
 
 @pytest.mark.slow

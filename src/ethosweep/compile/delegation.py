@@ -16,6 +16,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ethosweep.compile.compile_spec import profile_compile_spec
 from ethosweep.compile.fx_overheads import without_fx_overheads, without_idle_decompositions
@@ -386,7 +387,10 @@ def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) 
     from it when it holds the same lowering: the same program bytes, profile and operators kept on
     the CPU, the same lowering code and tool versions. A fallback's lowering repeats in every cell
     whose Vela refuses the same operators (each memory mode, every target of the profile) and in
-    its verification: once in the store, it is lowered once."""
+    its verification: once in the store, it is lowered once. Without a store, a fallback's lowering
+    is kept in a store of the quantized program's own folder (`fallbacks/` beside it): ExecuTorch's
+    lowering of the same program is not the same bytes in every process, and the cells and their
+    verification must share one for the verification to hold for the cells."""
     import json
 
     from ethosweep.compile.artifacts import load_quantized
@@ -407,7 +411,8 @@ def lower_quantized(quantized: str, profile: str, keep_on_cpu: list[dict] = ()) 
         # every package the lowering runs, as the lowering rule's key has them
         "tools": stage_versions("ethosweep.compile.lower"),
     }
-    blobs = cache.remembered("lowering", parts, lowered_now)
+    own = Path(quantized).parent / "fallbacks" if keep_on_cpu else None
+    blobs = cache.remembered("lowering", parts, lowered_now, own)
     record = json.loads(blobs["record"])
     return Lowered(blobs["template"], blobs["edge"], record["table"], record["planned"], record["sources"])
 

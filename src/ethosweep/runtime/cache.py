@@ -31,6 +31,8 @@ its size limit (`ETHOSWEEP_CACHE_MAX_GB`, default 20) after each entry, least re
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -208,16 +210,20 @@ def put(root: Path, key: str, outputs: dict[str, str], about: dict) -> bool:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def remembered(kind: str, parts: dict, compute: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
+def remembered(
+    kind: str, parts: dict, compute: Callable[[], dict[str, bytes]], own: Path | None = None
+) -> dict[str, bytes]:
     """`compute()`'s results (name -> bytes), taken from the store when it holds them for these key
-    `parts`, put there after computing; without a store, computed. For work inside a job that
-    repeats across jobs and folders: a Vela job's fallback lowering, the fallback's verification.
-    A failure (an exception of `compute`) is never stored."""
-    root = store()
+    `parts`, put there after computing; without a store, computed, or, with `own` (a store of the
+    caller's, where none is set), taken from and put there. For work inside a job that repeats across
+    jobs and folders: a Vela job's fallback lowering, the fallback's verification. One job computes
+    a key at a time; another that needs it waits and takes its result (the same bytes, where the work
+    does not give the same bytes twice). A failure (an exception of `compute`) is never stored."""
+    root = store() or own
     if root is None:
         return compute()
     key = hashlib.sha256(json.dumps({"format": FORMAT, "kind": kind, **parts}, sort_keys=True).encode()).hexdigest()
-    with tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
+    with _computing(root, key), tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
         manifest = Entry.of(root, key).manifest()
         if manifest is not None:
             paths = {name: os.path.join(folder, name) for name in manifest.get("outputs", [])}
@@ -234,6 +240,16 @@ def remembered(kind: str, parts: dict, compute: Callable[[], dict[str, bytes]]) 
         if put(root, key, paths, {"rule": kind, "label": kind, "log": ""}):
             prune_quietly(root)
         return results
+
+
+@contextlib.contextmanager
+def _computing(root: Path, key: str):
+    """Held while a key is looked up and computed: a lock file of its own under locks/ (not an entry)."""
+    locks = root / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / key, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def prune_quietly(root: Path) -> None:
