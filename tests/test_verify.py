@@ -781,6 +781,20 @@ def test_a_partly_delegated_cell_whose_partition_reads_none_of_its_inputs_is_ver
     assert record["metrics"]["max_error_steps"] == 0
 
 
+def test_each_gate_of_an_lstm_cell_is_paired_with_its_own_table_not_a_slice(tmp_path):
+    """tests/models/gates.py, a16w8: an LSTM cell's four gates cut from one sum, each through a sigmoid
+    or tanh that ExecuTorch lowers as a TABLE without provenance. Found through the data flow from
+    the sum, a gate is its table's result, never one of the four SLICEs of the sum before it (which
+    have its type and shape: the tiny preset's executorch_lstm was flagged at `sigmoid`, 6,224 steps
+    off given its inputs, while the multiply reading it was 1 step off)."""
+    record = pipeline(tmp_path, "tests/models/gates.py", "gates", scheme="a16w8")
+    layers = {layer["layer"]: layer for layer in record["location"]["layers"]}
+    gates = [name for name in layers if name.startswith(("sigmoid", "tanh"))]
+    assert sorted(gates) == ["sigmoid", "sigmoid_1", "sigmoid_2", "tanh"]
+    assert max(layers[name]["own_steps"] for name in gates) <= 1, {name: layers[name] for name in gates}
+    assert record["verdict"] in PASSED, record["reason"]
+
+
 def test_a_sum_the_quantized_model_clamps_and_the_npu_keeps_whole_is_noted_not_flagged(tmp_path):
     """tests/models/saturated_skip.py, a16w8 on Ethos-U85 (SSDlite's and MobileNetV3's flagged residual
     adds): ExecuTorch rescales a convolution's INT48 accumulator straight into the add in int32, so where

@@ -107,7 +107,8 @@ def pair_downstream(
     exp (and the RESCALE after it) names only itself. Such an activation has one activation as its
     input; if that one is paired with a TOSA tensor, the activation is the first tensor downstream
     of it (within a few operators) with the activation's type and shape that no other activation
-    was paired with."""
+    was paired with, and that does not only move values: a SLICE of the input (an LSTM's gates,
+    cut from one sum) has the activation's type and shape and is not its result."""
     taken = {(p, t) for p, t in pairs.values()}
     for node in quant_graph.nodes:
         if not is_quantize(node) or node.name in pairs or node.name in skip or node.name not in plain:
@@ -134,6 +135,7 @@ def pair_downstream(
                 t
                 for t in frontier
                 if (partition, t) not in taken
+                and not t.startswith(_MOVES)
                 and t in tosa_values[partition]
                 and _same_dtype(tosa_values[partition][t], plain[node.name])
                 and in_pytorch_layout(tosa_values[partition][t], shape, tensors[t].get("order"), plain[node.name])
