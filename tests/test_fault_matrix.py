@@ -329,6 +329,10 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             seam(monkeypatch, "ethosweep.vela.partitions", "_vela_in_child", refuse)
             cell["fallback"] = False  # the fallback has rows of its own
         elif stage == "fallback":  # Vela refuses the partition, then the lowering that keeps it on the CPU fails
+            # a copy of its own: a fallback's lowering is kept beside the quantized program once it
+            # worked (a row's run without its fault), and a lowering taken from there meets no fault
+            shutil.copy(lowered / "faulty.pt2", folder / "faulty.pt2")
+            cell["quantized"] = str(folder / "faulty.pt2")
             refuses_convolutions(monkeypatch)
             seam(monkeypatch, "ethosweep.compile.delegation", "lower_to_edge")
         else:  # another version's command: the fault as that tool shows it; once gone, a Vela that works
