@@ -384,7 +384,10 @@ def test_a_reference_model_crash_on_one_model_leaves_every_other_models_summary_
 
     lowered = sweep_copy / "results/lower/mnist/int8/u55"
     tosa = load_edge(lowered / "edge.pt2").graph_module.lowered_module_0.processed_bytes
-    replace_partition_tosa(lowered, tosa[:60], template=False)  # a truncated flatbuffer
+    # a flatbuffer whose root table is 2 GB past its end: the reference model reads there and dies
+    # (SIGSEGV). Truncated alone, it read the heap after the buffer, and once found an invalid graph.
+    damaged = (0x7FFFFFF0).to_bytes(4, "little") + tosa[4:60]
+    replace_partition_tosa(lowered, damaged, template=False)
     proc = snakemake(sweep_copy)
     assert proc.returncode == 0 and "Report: results/report/index.html" in proc.stderr
     rows = summary_rows(sweep_copy)
@@ -396,7 +399,7 @@ def test_a_reference_model_crash_on_one_model_leaves_every_other_models_summary_
     assert mnist["recorded_failures"] == "results/verify/mnist/int8/u55/verify.json"
     assert all(r["numerics"] in PASSED for key, r in rows.items() if key != ("mnist", "ethos-u55-128")), rows
     repro = sweep_copy / "results/verify/mnist/int8/u55/repro"
-    assert (repro / "partition_0.tosa").read_bytes() == tosa[:60] and (repro / "input_0.npy").exists()
+    assert (repro / "partition_0.tosa").read_bytes() == damaged and (repro / "input_0.npy").exists()
     failed = typed("uv run ethosweep failed", sweep_copy)
     assert failed.stdout.split() == ["results/verify/mnist/int8/u55/verify.json"]
 
