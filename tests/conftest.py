@@ -148,6 +148,9 @@ def tiny_sweep(tmp_path_factory, worker_id) -> Path:
     return workdir
 
 
+# tryfirst: pytest-xdist turns a test's xdist_group mark into its group in its own hook, so the mark
+# must be on the test before that hook runs (after it, the group was silently ignored)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """The slow tests first (workers take tests in this order, and one started last would end the
     session alone). A test that uses a module's fixture runs on the worker that made it: such

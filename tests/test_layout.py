@@ -327,3 +327,16 @@ def test_no_file_over_500_lines_and_no_function_over_60_lines_or_8_parameters():
                 if node.end_lineno - node.lineno >= 60 or count > 8:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert long == []
+
+
+@pytest.fixture(scope="module")
+def module_value():
+    return object()
+
+
+def test_tests_of_a_module_fixture_are_grouped_on_one_worker(request, module_value, worker_id):
+    """A module fixture (a sweep of broken models, a SLURM cluster) is made once per worker that runs
+    one of its tests: its tests carry the module's xdist group, so one worker runs them all."""
+    if worker_id == "master":
+        pytest.skip("runs under pytest-xdist (the README's `uv run pytest` starts two workers)")
+    assert request.node.nodeid.endswith("@test_layout"), request.node.nodeid
