@@ -58,7 +58,11 @@ FIRST_MODES = ["Shared_Sram", "Sram_Only"]  # the incremental step adds Dedicate
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matrix", choices=["bench", "default", "smoke"], default="bench")
-    parser.add_argument("--smoke", action="store_true", help="the same checks on 4 cells (--matrix smoke), the seeds' way one at a time only")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the same checks on 4 cells (--matrix smoke), the seeds' way one at a time only",
+    )
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--workdir", type=Path, default=None, help="keep everything here (default: a temp dir)")
     parser.add_argument("--skip-peer", action="store_true", help="only time ethosweep")
