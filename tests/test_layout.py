@@ -282,8 +282,9 @@ def test_editing_a_board_definition_reruns_only_what_places_cells_on_boards(swee
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "."],
-        ["ruff", "format", "--check", "."],
+        # --no-cache: nothing written into the checkout, which another test checks while it runs
+        ["ruff", "check", "--no-cache", "."],
+        ["ruff", "format", "--check", "--no-cache", "."],
         ["snakefmt", "--check", "."],
     ],
     ids=["ruff-check", "ruff-format", "snakefmt"],
