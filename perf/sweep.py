@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<34} {times[name]:8.1f} s   peak {peaks[name]:6.0f} MiB PSS", flush=True)
 
     peer_dir = root / "peer"
+    parallel = f"peer parallel ({args.cores} at a time)"
     peer_failed = {}
     warm_page_cache()
     if not args.skip_peer:
@@ -96,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         write_peer_models(peer_dir, sweep, compared)
         timed("peer sequential", lambda: peer_failed.update(run_peer(peer_dir / "seq", compared, workers=1)))
         if not args.smoke:
-            timed(
-                f"peer parallel ({args.cores} at a time)",
-                lambda: peer_failed.update(run_peer(peer_dir / "par", compared, workers=args.cores)),
-            )
+            timed(parallel, lambda: peer_failed.update(run_peer(peer_dir / "par", compared, workers=args.cores)))
 
     work = make_workdir(root / "ethosweep", config)
     timed("ethosweep cold", lambda: snakemake(work, args.cores, cold=True))
@@ -132,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_peer:
         cold = times["ethosweep cold"]
         print(f"cold / peer sequential            {cold / times['peer sequential']:6.2f}   (target <= 0.15)")
-        if (par := times.get(f"peer parallel ({args.cores} at a time)")) is not None:
-            print(f"cold / peer parallel              {cold / par:6.2f}   (target <= 0.30)")
+        if parallel in times:
+            print(f"cold / peer parallel              {cold / times[parallel]:6.2f}   (target <= 0.30)")
     print(
         f"no-op                             {times['ethosweep no-op']:6.1f} s (target <= 3 s); "
         f"{times['ethosweep no-op, via `uv run`']:.1f} s with `uv run`"
