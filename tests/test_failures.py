@@ -106,7 +106,7 @@ def with_test_files(workdir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def broken_sweep(tmp_path_factory):
+def broken_sweep(tmp_path_factory, crashing_run):  # crashing_run first: its wait for a hang overlaps this run
     workdir = make_workdir(
         tmp_path_factory.mktemp("broken"),
         {
@@ -125,8 +125,10 @@ def broken_sweep(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def crashing_sweep(tmp_path_factory):
-    """Models whose export job's process dies, beside a good one."""
+def crashing_run(tmp_path_factory):
+    """Models whose export job's process dies, beside a good one: the run, started and left running.
+    Its hanging model holds it for a minute (the shortest limit Snakemake takes, below) while it
+    uses little CPU, so the module starts it before the broken sweep and reads it after."""
     workdir = make_workdir(
         tmp_path_factory.mktemp("crashing"),
         {
@@ -137,7 +139,20 @@ def crashing_sweep(tmp_path_factory):
     )
     with_test_files(workdir)
     # a 1-minute wall-clock limit for exports, so the hanging model is stopped soon
-    return workdir, snakemake(workdir, "--set-resources", "export_model:runtime=1", check=False)
+    command = snakemake_command(workdir, "--set-resources", "export_model:runtime=1")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield workdir, proc
+    if proc.poll() is None:  # a test failed before reading it
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def crashing_sweep(crashing_run):
+    """The crashing run, ended: its working directory and the completed process."""
+    workdir, proc = crashing_run
+    stdout, stderr = proc.communicate(timeout=1800)
+    return workdir, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def test_the_run_succeeds_and_every_cell_has_its_outcome(broken_sweep):
