@@ -176,7 +176,7 @@ def job_time(workdir: Path, stage: str, cell) -> float:
 
 
 class PeakRss:
-    """Samples the memory of this process's descendants and of the warm worker.
+    """Samples the memory of this process's descendants and of the warm workers they use.
 
     Summed as PSS (proportional set size): a forked worker child shares most of its
     pages with the worker, and RSS would count those pages once per process.
@@ -193,6 +193,11 @@ class PeakRss:
         self._thread.join()
 
     def _sample(self):
+        from ethosweep.runtime.worker import fingerprint
+
+        # the warm workers of this checkout and environment (the user's and a cold run's own), not
+        # those of other checkouts or environments that may be running on the machine
+        ours = f"worker-{fingerprint()}.sock"
         me = os.getpid()
         while not self._stop.wait(0.2):
             procs = _processes()
@@ -200,30 +205,37 @@ class PeakRss:
             changed = True
             while changed:
                 changed = False
-                for pid, (ppid, _, cmd) in procs.items():
-                    if pid not in family and (ppid in family or "ethosweep.runtime.worker" in cmd):
+                for pid, (ppid, cmd) in procs.items():
+                    if pid not in family and (ppid in family or ("ethosweep.runtime.worker" in cmd and ours in cmd)):
                         family.add(pid)
                         changed = True
-            total = sum(procs[p][1] for p in family if p in procs and p != me)
+            total = sum(_pss_kib(p) for p in family if p != me)
             self.max_mib = max(self.max_mib, total / 1024)
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
-    """pid -> (ppid, PSS KiB, command line)."""
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, command line), for every process (cheap to read, unlike their memory)."""
     result = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            rollup = Path(f"/proc/{entry}/smaps_rollup").read_text()
+            stat = Path(f"/proc/{entry}/stat").read_text()
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        pss = next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
-        result[int(entry)] = (ppid, pss, cmd)
+        result[int(entry)] = (int(stat.rpartition(")")[2].split()[1]), cmd)
     return result
+
+
+def _pss_kib(pid: int) -> int:
+    """A process's PSS. Read only for the processes measured: the kernel walks a process's page
+    tables to sum it, ~40 ms a sample for every process on the machine, a core's fifth at 5 Hz."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
 
 
 def _mem_gib() -> float:
