@@ -132,18 +132,33 @@ def model_chain(exports: int, profiles: int, cells: int) -> dict[str, int]:
     return {"export_model": exports, **{job: profiles for job in chain}, "compile_with_vela": cells}
 
 
+def session_root(tmp_path_factory, worker_id) -> Path:
+    """The folder the pytest-xdist workers of one session share: their own temp folders are its children."""
+    return tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+
+
 @pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory, worker_id) -> Path:
+def session_store(tmp_path_factory, worker_id) -> dict[str, str]:
+    """The environment of a run with the test session's store (ETHOSWEEP_CACHE, docs/cache.md): for
+    a run that computes again what another run of the session computed (the tiny sweep's models,
+    MNIST alone) and whose test is about something else (an interrupt, the end of a run, a failed
+    cell), so a model is lowered once per session rather than once per test. Not for a test of the
+    stages' own results or of faults injected into them: the store would answer for them."""
+    return {"ETHOSWEEP_CACHE": str(session_root(tmp_path_factory, worker_id) / "store")}
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory, worker_id, session_store) -> Path:
     """A completed sweep of TINY_CONFIG, run once per test session however many pytest-xdist
     workers share it: the first to ask runs it, the others wait on its lock. Tests copy it before
-    changing anything."""
-    # the workers' own temp folders are siblings in the session's
-    root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    changing anything. It fills the session's store (no other run there has its models' settings,
+    so it computes every stage itself)."""
+    root = session_root(tmp_path_factory, worker_id)
     workdir, done = root / "tiny-sweep", root / "tiny-sweep.done"
     with open(root / "tiny-sweep.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            snakemake(make_workdir(workdir, TINY_CONFIG))
+            snakemake(make_workdir(workdir, TINY_CONFIG), env=session_store)
             done.touch()
     return workdir
 

@@ -58,10 +58,10 @@ def workdir(tmp_path_factory) -> Path:
     return work
 
 
-def test_switching_configs_with_failed_cells_always_reports_the_last_run(workdir):
+def test_switching_configs_with_failed_cells_always_reports_the_last_run(workdir, session_store):
     for config, cells, ok in ((CONFIG_A, 1, 1), (CONFIG_B, B_CELLS, 2), (CONFIG_A, 1, 1), (CONFIG_B, B_CELLS, 2)):
         use_config(workdir, config)
-        proc = snakemake(workdir)  # recorded failures end in the summary, not in a failed run
+        proc = snakemake(workdir, env=session_store)  # recorded failures end in the summary, not in a failed run
         rows = summary(workdir)
         assert len(rows) == cells and sum(r["status"] == "ok" for r in rows) == ok
         assert {r["model"] for r in rows} == {m["name"] for m in config["models"]}
@@ -75,9 +75,9 @@ def test_switching_configs_with_failed_cells_always_reports_the_last_run(workdir
     assert "FAILED export_model forward_raises" not in proc.stderr
 
 
-def test_snakemakes_own_report_after_a_run_with_failed_cells(workdir, tmp_path):
+def test_snakemakes_own_report_after_a_run_with_failed_cells(workdir, session_store, tmp_path):
     use_config(workdir, CONFIG_B)
-    snakemake(workdir)
+    snakemake(workdir, env=session_store)
     built = subprocess.run(
         snakemake_command(workdir, "--report", str(tmp_path / "report.zip")), capture_output=True, text=True
     )
@@ -88,7 +88,7 @@ def test_snakemakes_own_report_after_a_run_with_failed_cells(workdir, tmp_path):
     assert "forward_raises/int8/ethos-u55-128" in listing.stdout and "index.html" in listing.stdout
 
 
-def test_a_cell_that_compiled_before_and_fails_now_is_reported_failed(tmp_path):
+def test_a_cell_that_compiled_before_and_fails_now_is_reported_failed(tmp_path, session_store):
     """Existence is never success: the earlier run's program and figures are replaced by this
     run's failure record, and the summary says failed."""
     from ethosweep.runtime.outcome import failure_of
@@ -96,13 +96,13 @@ def test_a_cell_that_compiled_before_and_fails_now_is_reported_failed(tmp_path):
     work = make_workdir(tmp_path, {**CONFIG_A, "models": [MNIST, {"name": "changing", "file": "models/changing.py"}]})
     model = work / "models" / "changing.py"
     shutil.copy(REPO / "models" / "mnist.py", model)
-    snakemake(work)
+    snakemake(work, env=session_store)
     cell = "changing/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
     before = {r["model"]: r for r in summary(work)}["changing"]
     assert before["status"] == "ok" and before["vela_cycles_total"]
 
     model.write_text(model.read_text() + "\n\nModelInputs = (ModelInputs[0][:, :, :5],)  # too small now\n")
-    snakemake(work)
+    snakemake(work, env=session_store)
     after = {r["model"]: r for r in summary(work)}["changing"]
     assert after["status"] == "failed" and after["reason"].startswith("export: model 'changing' (models/changing.py)")
     assert after["vela_cycles_total"] == "" and after["pte_bytes"] == ""
@@ -111,9 +111,9 @@ def test_a_cell_that_compiled_before_and_fails_now_is_reported_failed(tmp_path):
     assert 'v-failed">failed' in page and "cycles (" not in page
 
 
-def test_killing_the_run_during_its_end_step_leaves_nothing_half_written(tmp_path):
+def test_killing_the_run_during_its_end_step_leaves_nothing_half_written(tmp_path, session_store):
     work = make_workdir(tmp_path, CONFIG_A)
-    snakemake(work)
+    snakemake(work, env=session_store)
     # a report setting only the index reads: the run is its end step alone
     use_config(work, {**CONFIG_A, "report": {"latency_budget_ms": 0.5}})
     proc = subprocess.Popen(
@@ -137,9 +137,9 @@ def test_killing_the_run_during_its_end_step_leaves_nothing_half_written(tmp_pat
     assert planned_jobs(work) == {}
 
 
-def test_recorded_failures_are_retried_when_asked_as_written(workdir):
+def test_recorded_failures_are_retried_when_asked_as_written(workdir, session_store):
     use_config(workdir, CONFIG_B)
-    snakemake(workdir)
+    snakemake(workdir, env=session_store)
     listed = typed("uv run ethosweep failed", workdir)
     assert sorted(listed.stdout.split()) == [
         "results/export/forward_raises/program.pt2",

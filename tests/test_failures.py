@@ -106,7 +106,7 @@ def with_test_files(workdir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def broken_sweep(tmp_path_factory, crashing_run):  # crashing_run first: its wait for a hang overlaps this run
+def broken_sweep(tmp_path_factory, crashing_run, session_store):  # crashing_run first: its hang's wait overlaps this
     workdir = make_workdir(
         tmp_path_factory.mktemp("broken"),
         {
@@ -121,11 +121,11 @@ def broken_sweep(tmp_path_factory, crashing_run):  # crashing_run first: its wai
         },
     )
     with_test_files(workdir)
-    return workdir, snakemake(workdir, check=False)
+    return workdir, snakemake(workdir, env=session_store, check=False)  # the store: MNIST's stages
 
 
 @pytest.fixture(scope="module")
-def crashing_run(tmp_path_factory):
+def crashing_run(tmp_path_factory, session_store):
     """Models whose export job's process dies, beside a good one: the run, started and left running.
     Its hanging model holds it for a minute (the shortest limit Snakemake takes, below) while it
     uses little CPU, so the module starts it before the broken sweep and reads it after."""
@@ -140,7 +140,8 @@ def crashing_run(tmp_path_factory):
     with_test_files(workdir)
     # a 1-minute wall-clock limit for exports, so the hanging model is stopped soon
     command = snakemake_command(workdir, "--set-resources", "export_model:runtime=1")
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, **session_store}  # MNIST's stages from the store
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     yield workdir, proc
     if proc.poll() is None:  # a test failed before reading it
         proc.kill()
@@ -536,10 +537,14 @@ def test_invalid_config_errors_name_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
-def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep, tmp_path, how):
+def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep, session_store, tmp_path, how):
     work = make_workdir(tmp_path, TINY_CONFIG)
     proc = subprocess.Popen(
-        snakemake_command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        snakemake_command(work),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **session_store},  # the stages before Vela's from the store: it is Vela interrupted
     )
     deadline = time.monotonic() + 300
     while not list((work / "logs").glob("vela/**/*.log")):  # interrupt while cells are being compiled
@@ -567,7 +572,7 @@ def test_an_interrupted_run_leaves_nothing_taken_as_valid_and_resumes(tiny_sweep
     headers = len(list((work / "results/header").rglob("model_pte.h")))
     assert 6 - headers <= planned <= 6
 
-    snakemake(work)
+    snakemake(work, env=session_store)
     assert not list(work.rglob("*.partial"))
     for cell in (
         "mnist/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram",

@@ -390,7 +390,7 @@ def test_the_test_config_plans_in_place_as_the_workflow_catalog_runs_it():
     assert (jobs["export_model"], jobs["compile_with_vela"], jobs["summarize_sweep"]) == (4, 6, 1)
 
 
-def test_an_exploratory_sweep_leaves_verification_out_and_says_so(tmp_path):
+def test_an_exploratory_sweep_leaves_verification_out_and_says_so(tmp_path, session_store):
     """numerics.verify: false: no verify job; the summary and the report say "not verified", never a verdict."""
     from conftest import make_workdir
 
@@ -402,7 +402,7 @@ def test_an_exploratory_sweep_leaves_verification_out_and_says_so(tmp_path):
     }
     work = make_workdir(tmp_path, config)
     assert "verify_numerics" not in planned_jobs(work)
-    proc = snakemake(work)
+    proc = snakemake(work, env=session_store)
     (row,) = csv.DictReader(open(work / "results/summary.csv", newline=""))
     assert (row["status"], row["numerics"], row["vela_cycles_total"]) == ("ok", "not verified", "138824")
     assert "numerics: not verified (numerics.verify is off: an exploratory sweep)" in proc.stderr
