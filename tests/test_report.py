@@ -179,6 +179,17 @@ def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
     )
 
 
+def test_a_model_swept_in_two_schemes_names_the_scheme_of_each_memory_mode(tiny_sweep):
+    from ethosweep.results import picks
+
+    # the tiny sweep's MNIST on the Alif E8, as if it had been swept in a16w8 too (a slower copy)
+    (row,) = [r for r in summary(tiny_sweep) if (r["model"], r["board"]) == ("mnist", "alif-e8")]
+    a16w8 = {**row, "quantization": "a16w8", "board_inference_ms": str(2 * float(row["board_inference_ms"]))}
+    pick = picks.board_pick("mnist", [row, a16w8], None)
+    assert pick.row is row and pick.text.startswith("fastest that fits: int8 Shared_Sram, ")
+    assert pick.text.endswith("; fits in int8 Shared_Sram, a16w8 Shared_Sram"), pick.text
+
+
 def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
     from ethosweep.results import picks
 

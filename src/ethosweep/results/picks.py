@@ -110,26 +110,35 @@ def _failures(rows: list[dict], where=lambda row: row["memory_mode"]) -> str:
     return "".join(f"; failed in {where(r)}: {r.get('reason') or r.get('status')}" for r in failed)
 
 
+def _mode_of(rows: list[dict]):
+    """How a board's cells of one model are told apart: the memory mode, with the quantization
+    scheme before it when the model was swept in several (else 'Sram_Only' would be listed twice)."""
+    if len({r.get("quantization") for r in rows}) > 1:
+        return lambda row: f"{row['quantization']} {row['memory_mode']}"
+    return lambda row: row["memory_mode"]
+
+
 def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     compiled = [r for r in rows if _ok(r)]
     if not compiled:
         return _failed(model, rows)
     fits = [r for r in compiled if r.get("fit") == "fits"]
     accuracy = accuracy_cost(compiled)
+    mode = _mode_of(rows)
     if not fits:
         closest = min(compiled, key=_overshoot)
         return Pick(
             model,
             "does not fit",
-            f"does not fit in any memory mode; closest: {closest['memory_mode']}, "
+            f"does not fit in any memory mode; closest: {mode(closest)}, "
             f"{closest['fit'].removeprefix('does not fit: ')}",
             closest,
         )
     best = min(fits, key=lambda r: _ranked(r, "board_inference_ms"))
-    modes = ", ".join(r["memory_mode"] for r in sorted(fits, key=lambda r: _ranked(r, "board_inference_ms")))
+    modes = ", ".join(mode(r) for r in sorted(fits, key=lambda r: _ranked(r, "board_inference_ms")))
     ms = number(best.get("board_inference_ms"))
     text = (
-        f"fastest that fits: {best['memory_mode']}, {_time(ms, best)} (Vela estimate at the board's clock), "
+        f"fastest that fits: {mode(best)}, {_time(ms, best)} (Vela estimate at the board's clock), "
         f"margin {_margins(best)}; fits in {modes}"
     )
     verdict = "fits"
@@ -142,7 +151,7 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
         )
     if accuracy:
         text += f"; {accuracy}"
-    return Pick(model, verdict, text + _failures(rows), best)
+    return Pick(model, verdict, text + _failures(rows, mode), best)
 
 
 def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | None:
