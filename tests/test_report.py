@@ -190,6 +190,18 @@ def test_a_model_swept_in_two_schemes_names_the_scheme_of_each_memory_mode(tiny_
     assert pick.text.endswith("; fits in int8 Shared_Sram, a16w8 Shared_Sram"), pick.text
 
 
+def test_a_model_on_no_board_swept_in_two_schemes_names_the_scheme_of_each_configuration(tiny_sweep):
+    from ethosweep.results import picks
+
+    # the tiny sweep's MNIST on the U85 (on no board), as if swept in a16w8 too (a slower copy)
+    (row,) = [r for r in summary(tiny_sweep) if (r["model"], r["target"], r["board"]) == ("mnist", "ethos-u85-256", "")]
+    a16w8 = {**row, "quantization": "a16w8", "vela_inference_ms": str(2 * float(row["vela_inference_ms"]))}
+    pick = picks.bare_pick("mnist", [row, a16w8], budget_ms=None)
+    assert pick.row is row and pick.text.startswith("fastest: int8 ethos-u85-256 / Shared_Sram, "), pick.text
+    # one scheme: the configuration alone, as before
+    assert picks.bare_pick("mnist", [row], None).text.startswith("fastest: ethos-u85-256 / Shared_Sram, ")
+
+
 def test_a_budget_nobody_meets_is_said_not_papered_over(tiny_sweep):
     from ethosweep.results import picks
 

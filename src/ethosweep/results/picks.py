@@ -179,8 +179,9 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     compiled = [r for r in rows if _ok(r)]
     if not compiled:
         return _failed(model, rows)
+    where = _config_of(rows)
     fastest = min(compiled, key=lambda r: _ranked(r, "vela_inference_ms"))
-    text = f"fastest: {_config(fastest)}, {_time(number(fastest['vela_inference_ms']), fastest)} (Vela estimate)"
+    text = f"fastest: {where(fastest)}, {_time(number(fastest['vela_inference_ms']), fastest)} (Vela estimate)"
     verdict = "fastest"
     if budget_ms is not None:
         meeting = [r for r in compiled if number(r["vela_inference_ms"]) <= budget_ms]
@@ -189,7 +190,7 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
             verdict = "meets budget"
             its_time = _time(number(smallest["vela_inference_ms"]), smallest)
             text += (
-                f"; smallest NPU within {_fmt(budget_ms)} ms: {_config(smallest)} "
+                f"; smallest NPU within {_fmt(budget_ms)} ms: {where(smallest)} "
                 f"({macs_per_cycle(smallest['target'])} MACs/cycle, {its_time})"
             )
         else:
@@ -201,12 +202,12 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     families = fastest_per_family(compiled)
     if len(families) > 1:
         text += "; per NPU family: " + ", ".join(
-            f"{_config(row)} {_time(number(row['vela_inference_ms']), row)}" for row in families.values()
+            f"{where(row)} {_time(number(row['vela_inference_ms']), row)}" for row in families.values()
         )
     accuracy = accuracy_cost(compiled)
     if accuracy:
         text += f"; {accuracy}"
-    return Pick(model, verdict, text + _failures(rows, _config), fastest, families=families)
+    return Pick(model, verdict, text + _failures(rows, where), fastest, families=families)
 
 
 def by_task(picks: list[Pick], rows: list[dict]) -> list[Pick]:
@@ -229,8 +230,12 @@ def fastest_per_family(rows: list[dict]) -> dict[str, dict]:
     return dict(sorted(best.items()))
 
 
-def _config(row: dict) -> str:
-    return f"{row['target']} / {row['memory_mode']}"
+def _config_of(rows: list[dict]):
+    """How a model's cells on no board are told apart: target and memory mode, with the scheme
+    before them when the model was swept in several (as _mode_of does for a board's cells)."""
+    if len({r.get("quantization") for r in rows}) > 1:
+        return lambda row: f"{row['quantization']} {row['target']} / {row['memory_mode']}"
+    return lambda row: f"{row['target']} / {row['memory_mode']}"
 
 
 def _overshoot(row: dict) -> float:
