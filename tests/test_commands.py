@@ -264,3 +264,38 @@ def test_the_terminal_shows_progress_not_job_blocks_and_verbose_brings_them_back
     assert len(text.splitlines()) < 60
     verbose = snakemake(sweep_copy, "--forcerun", "summarize_sweep", "--verbose")
     assert "rule summarize_sweep:" in verbose.stdout + verbose.stderr
+
+
+def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatch):
+    """A pipe or a CI log gets a line per stage and tenth of the run; a zoo's first tenth takes an
+    hour or more, so a long run also says where it is (and for how long it has run) every ten minutes."""
+    import io
+    import logging
+    from types import SimpleNamespace
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    import snakemake_logger_plugin_ethosweep as plugin
+
+    settings = SimpleNamespace(quiet=None, debug_dag=False, verbose=False, dryrun=False, printshellcmds=False)
+    handler = plugin.LogHandler(
+        SimpleNamespace(**vars(settings), show_failed_logs=False, nocolor=True, stdout=False), None
+    )
+    handler.stream, handler.tty = io.StringIO(), False
+    clock = [1000.0]
+    monkeypatch.setattr(plugin.time, "monotonic", lambda: clock[0])
+    handler.progress.started = handler.last_line_at = clock[0]
+
+    def progress(done: int, minutes: float) -> None:
+        clock[0] = 1000.0 + 60 * minutes
+        record = logging.LogRecord("snakemake", logging.INFO, "", 0, "", None, None)
+        record.event, record.done, record.total = LogEvent.PROGRESS, done, 2000
+        handler.emit(record)
+
+    progress(1, 1)  # the first tenth starts: a line
+    progress(2, 5)  # within the tenth and ten minutes: none
+    progress(3, 12)  # ten minutes on: a line, with the time so far
+    progress(4, 13)
+    lines = handler.stream.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("ethosweep: [   3/2000   0%] running -"), lines
+    assert lines[1].endswith("; 12 min so far") and "so far" not in lines[0]

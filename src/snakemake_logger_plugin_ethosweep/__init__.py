@@ -6,7 +6,8 @@ hundreds of short jobs; Snakemake's default output prints ~15 lines for each. Th
 
 - on a terminal, one status line, rewritten in place: the stage running, jobs and cells done,
   failures so far;
-- elsewhere (a CI log, a pipe), the same line when a stage starts and at every tenth of the jobs;
+- elsewhere (a CI log, a pipe), the same line when a stage starts, at every tenth of the jobs and,
+  in a long run, at least every ten minutes that anything changed (a zoo's first tenth takes hours);
 - every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
   line the moment it fails (ethosweep.runtime.jobs); that goes straight to the terminal.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
@@ -28,8 +30,12 @@ from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
 
+from ethosweep.runtime.estimate import duration
+
 # The rule that finishes a cell: its count is the "cells compiled" figure.
 CELL_RULE = "compile_with_vela"
+# Off a terminal, a line at least this often while jobs start and end: a zoo's tenth takes an hour
+MILESTONE_SECONDS = 600
 # Snakemake's per-job and per-run bookkeeping: what the progress line replaces. Every other
 # message (warnings, errors, "Nothing to be done", "Unlocked working directory", an executor's
 # "submitted with SLURM jobid ...", the report's path) is printed as Snakemake prints it.
@@ -69,13 +75,17 @@ class Progress:
     planned: Counter = field(default_factory=Counter)  # rule -> jobs started so far
     failed: int = 0
     stages_seen: list = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     def line(self) -> str:
         share = f"{100 * self.done // self.total:3d}%" if self.total else "  ?%"
         running = ", ".join(f"{rule}" + (f" x{n}" if n > 1 else "") for rule, n in self.running.items() if n) or "-"
         cells = f"; cells compiled {self.finished[CELL_RULE]}" if self.planned[CELL_RULE] else ""
         failed = f"; {self.failed} failed" if self.failed else ""
-        return f"ethosweep: [{self.done:>{len(str(self.total))}}/{self.total} {share}] running {running}{cells}{failed}"
+        elapsed = time.monotonic() - self.started
+        so_far = f"; {duration(elapsed)} so far" if elapsed >= 90 else ""
+        done = f"{self.done:>{len(str(self.total))}}/{self.total} {share}"
+        return f"ethosweep: [{done}] running {running}{cells}{failed}{so_far}"
 
 
 class LogHandler(LogHandlerBase):
@@ -93,6 +103,7 @@ class LogHandler(LogHandlerBase):
         self.progress = Progress()
         self.last_tenth = -1
         self.status_shown = False
+        self.last_line_at = time.monotonic()
 
     # ---- what Snakemake asks of a plugin ----
     @property
@@ -190,8 +201,11 @@ class LogHandler(LogHandlerBase):
         self._print(self.progress.line())
 
     def _status(self) -> None:
-        """On a terminal, the status line rewritten in place; elsewhere nothing (milestones suffice)."""
-        if self.tty:
+        """On a terminal, the status line rewritten in place; elsewhere a milestone if the last line
+        is MILESTONE_SECONDS old."""
+        if not self.tty and time.monotonic() - self.last_line_at >= MILESTONE_SECONDS:
+            self._milestone()
+        elif self.tty:
             self.stream.write("\r\033[K" + self.progress.line()[: _width()])
             self.stream.flush()
             self.status_shown = True
@@ -202,6 +216,7 @@ class LogHandler(LogHandlerBase):
         self._end_status()
         self.stream.write(text.rstrip("\n") + "\n")
         self.stream.flush()
+        self.last_line_at = time.monotonic()
 
     def _end_status(self) -> None:
         if self.status_shown:
