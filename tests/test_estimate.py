@@ -38,3 +38,75 @@ def test_an_unmeasured_stage_costs_its_median_on_this_machine():
 
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (3, 89, 600, 3600, 20_400)] == ["3 s", "89 s", "10 min", "1 h 00 min", "5 h 40 min"]
+
+
+def test_a_model_not_run_in_this_folder_costs_what_it_cost_on_this_projects_machine():
+    from ethosweep.runtime.estimate import KnownCosts, job_key
+
+    model = {"name": "yolo", "import": "ethosweep.zoo.deployable:yolo", "kwargs": {"cfg": "yolov8n.yaml"}}
+    known = KnownCosts(
+        [
+            {
+                "rule": "lower_to_tosa",
+                "fingerprint": job_key(model, {})[0],
+                "wildcards": "int8/u55",
+                "cpu_seconds": "300",
+            },
+            *(
+                {"rule": "compile_with_vela", "fingerprint": job_key(model, {})[0], "wildcards": w, "cpu_seconds": s}
+                for w, s in (("int8/ethos-u55-128/X/Shared_Sram", "10"), ("int8/ethos-u55-64/X/Shared_Sram", "30"))
+            ),
+        ]
+    )
+    lower = Job("lower_to_tosa", None, key=job_key(model, {"model": "yolo", "quant": "int8", "profile": "u55"}))
+    cell = {
+        "model": "yolo",
+        "quant": "int8",
+        "target": "ethos-u55-32",
+        "system_config": "X",
+        "memory_mode": "Sram_Only",
+    }
+    vela = Job("compile_with_vela", None, needs=[0], key=job_key(model, cell))
+    about = estimate([lower, vela], 2, {}, known)
+    # the lowering as measured; a configuration the table lacks at the median of the model's cells
+    assert about.seconds == 300 + 20 + 2 * JOB_OVERHEAD_SECONDS and about.known == 2 and about.measured == 0
+    assert "2 of 2 as the same jobs of these models cost on this project's machine" in about.said()
+    # the same name for another model: no figures of the first
+    other = Job("lower_to_tosa", None, key=job_key({**model, "kwargs": {"cfg": "yolo11n.yaml"}}, {"quant": "int8"}))
+    assert estimate([other], 2, {}, known).known == 0
+
+
+def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_path):
+    """perf/measured_costs.py records what the tiny sweep's jobs cost, keyed as the workflow keys the
+    jobs of a folder that has not run them (the models' definitions as the matrix builds them)."""
+    import csv
+    import subprocess
+    import sys
+
+    from conftest import REPO, TINY_CONFIG
+    from ethosweep.matrix.config import build_sweep
+    from ethosweep.matrix.config_file import resolve_models
+    from ethosweep.runtime.estimate import KnownCosts, job_key, recorded_seconds
+
+    table = tmp_path / "costs.csv"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "perf/measured_costs.py"), str(tiny_sweep), "--out", str(table)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    with open(table, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert done.stdout.startswith(f"{len(rows):,} jobs of ")
+    lowerings = [r for r in rows if r["rule"] == "lower_to_tosa"]
+    assert lowerings and {r["rule"] for r in rows} >= {"export_model", "quantize_model", "compile_with_vela"}
+    # each row is its job's log: the stage's CPU seconds
+    mnist = next(r for r in lowerings if (r["model"], r["wildcards"]) == ("mnist", "int8/u55"))
+    log = tiny_sweep / "logs/lower/mnist/int8/u55.log"
+    assert abs(float(mnist["cpu_seconds"]) + JOB_OVERHEAD_SECONDS - recorded_seconds(str(log))) < 0.01
+    # a new folder's jobs of the same models find them, by the definitions the matrix builds
+    config = {**TINY_CONFIG, **resolve_models(TINY_CONFIG)}
+    sweep = build_sweep(config, base_dir=tiny_sweep, workflow_dir=REPO)
+    wildcards = {"model": "mnist", "quant": "int8", "profile": "u55"}
+    job = Job("lower_to_tosa", None, key=job_key(sweep.models["mnist"].as_params(), wildcards))
+    assert KnownCosts(rows).seconds(job) == float(mnist["cpu_seconds"]) + JOB_OVERHEAD_SECONDS

@@ -21,6 +21,7 @@ def say_what_the_run_will_do():
             priority=job.priority,
             threads=job.threads,
             needs=[index[d] for d in dag.dependencies[job] if d in index],
+            key=known_cost_key(dict(job.wildcards.items())),
         )
         for job in jobs
     ]
@@ -28,9 +29,15 @@ def say_what_the_run_will_do():
         [(job.rule.name, str(job.log[0]) if job.log else None) for job in dag.jobs]
     )
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
-    about = ethosweep_estimate.estimate(planned, cores, measured)
+    about = ethosweep_estimate.estimate(planned, cores, measured, ethosweep_estimate.KnownCosts.read())
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
     bound_memory([int(job.resources.get("mem_mb", 0) or 0) for job in jobs], cores)
+
+
+def known_cost_key(wildcards):
+    """A job of one model: its key in the costs measured on this project's machine (estimate.MEASURED_COSTS)."""
+    spec = SWEEP.models.get(wildcards.get("model"))
+    return ethosweep_estimate.job_key(spec.as_params(), wildcards) if spec else None
 
 
 def bound_memory(job_mb, cores):

@@ -1,18 +1,22 @@
 """About how long a run will take on this machine, from what its jobs cost when they last ran.
 
-Each job to run costs the CPU seconds its own log recorded last time (a job that ran before: after
-an edit, a tool upgrade), plus Snakemake's own time per job; else the median of its rule's jobs
-measured in this folder; else the stage's mean in the default matrix on this project's machine (STAGE_SECONDS;
-docs/performance.md). CPU seconds, not wall: a job's wall time grows with what else ran beside it
-(8 jobs on 2 cores take 4 times as long each), its CPU time does not.
-The jobs are then scheduled as Snakemake does (ready jobs by priority onto the cores, each after the
-jobs it needs), which bounds the run by its longest chain as well as by its total. Torch-free: the
-workflow calls it while it starts.
+A job to run costs the CPU seconds its own log recorded last time (a job that ran before: after an
+edit, a tool upgrade), plus Snakemake's own time per job; else what the same job of the same model
+cost on this project's machine (MEASURED_COSTS: the zoo presets' models, by name and definition);
+else the median of its rule's jobs measured in this folder; else the stage's mean in the default
+matrix on this project's machine (STAGE_SECONDS; docs/performance.md). CPU seconds, not wall: a
+job's wall time grows with what else ran beside it, its CPU time does not. The jobs are then
+scheduled as Snakemake does (ready jobs by priority onto the cores, each after the jobs it needs),
+which bounds the run by its longest chain as well as by its total. Torch-free: the workflow calls
+it while it starts.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import heapq
+import json
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -44,6 +48,10 @@ DEFAULT_SECONDS = 1.0
 JOB_OVERHEAD_SECONDS = 0.5
 # the job runner's last line for a job that completed (ethosweep.runtime.execute)
 DONE = re.compile(r"^ethosweep: done in [\d.]+ s \(CPU ([\d.]+) s", re.M)
+# The CPU seconds of each job of the zoo presets' models as measured on this project's machine
+# (written by perf/measured_costs.py from a run's logs): a zoo model's lowering costs minutes where
+# the default matrix's costs seconds, so a new folder's estimate needs its own model's figures.
+MEASURED_COSTS = Path(__file__).with_name("measured_costs.csv")
 
 
 @dataclass
@@ -56,6 +64,8 @@ class Job:
     priority: int = 0
     threads: int = 1
     needs: list[int] = field(default_factory=list)
+    # what the job is for, as MEASURED_COSTS names it: (model fingerprint, the other wildcards)
+    key: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,17 +75,24 @@ class Estimate:
     jobs: int
     measured: int  # jobs whose own or rule's time was measured in this folder
     cores: int
+    known: int = 0  # jobs whose time comes from MEASURED_COSTS (the same job of the same model)
 
     def said(self) -> str:
         """'about 5 h 40 min on 2 cores (1,203 of 7,046 jobs' times measured here, the rest from the
         stages' medians on this project's machine)'"""
-        source = (
-            "every job's time measured here"
-            if self.measured == self.jobs
-            else f"{self.measured:,} of {self.jobs:,} jobs' times measured here, the rest from the stages' medians"
-            if self.measured
-            else "the default matrix's stage costs on this project's machine (2 cores); a folder's own as its jobs run"
-        )
+        rest = self.jobs - self.measured - self.known
+        sources = [
+            f"{self.measured:,} of {self.jobs:,} jobs' times measured here" if self.measured else "",
+            f"{self.known:,} {'' if self.measured else f'of {self.jobs:,} '}as the same jobs of these models cost on "
+            "this project's machine (2 cores)"
+            if self.known
+            else "",
+            ("the rest" if self.measured or self.known else "the jobs' times")
+            + " from the default matrix's stage costs on this project's machine; a folder's own as its jobs run"
+            if rest
+            else "",
+        ]
+        source = "every job's time measured here" if self.measured == self.jobs else "; ".join(s for s in sources if s)
         return f"about {duration(self.seconds)} on {self.cores} core{'s' if self.cores != 1 else ''} ({source})"
 
 
@@ -100,17 +117,71 @@ def recorded_seconds(log: str | None) -> float | None:
     return float(found[-1]) + JOB_OVERHEAD_SECONDS if found else None
 
 
-def job_costs(jobs: list[Job], measured_rules: dict[str, list[float]]) -> tuple[list[float], int]:
-    """Each job's seconds (its own record, its rule's median here, or the stage's), and how many
-    came from this folder."""
+def model_fingerprint(params: dict) -> str:
+    """A model's name and definition (its `model` params, ModelSpec.as_params): what MEASURED_COSTS
+    is keyed by, so that another model of the same name never takes its figures. The name too: two
+    models of one definition may differ in what it leaves out (a dataset, training)."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def job_key(params: dict, wildcards: dict[str, str]) -> tuple[str, str]:
+    """(model fingerprint, the job's other wildcards) for a job of the model `params` describes."""
+    return model_fingerprint(params), "/".join(v for k, v in wildcards.items() if k != "model" and v)
+
+
+class KnownCosts:
+    """MEASURED_COSTS read: a job's CPU seconds by rule and key, and per rule, model and scheme the
+    median, for a configuration of a known model the table does not hold (another target of it)."""
+
+    def __init__(self, rows: list[dict]):
+        self.exact: dict[tuple[str, str, str], float] = {}
+        alike: dict[tuple[str, str, str], list[float]] = {}
+        for row in rows:
+            seconds = float(row["cpu_seconds"])
+            self.exact[row["rule"], row["fingerprint"], row["wildcards"]] = seconds
+            alike.setdefault((row["rule"], row["fingerprint"], row["wildcards"].split("/")[0]), []).append(seconds)
+        self.alike = {key: statistics.median(times) for key, times in alike.items()}
+
+    @classmethod
+    def read(cls, path: Path = MEASURED_COSTS) -> KnownCosts:
+        try:
+            with open(path, newline="") as f:
+                return cls(list(csv.DictReader(f)))
+        except OSError:
+            return cls([])
+
+    def seconds(self, job: Job) -> float | None:
+        if job.key is None:
+            return None
+        fingerprint, rest = job.key
+        found = self.exact.get((job.stage, fingerprint, rest))
+        if found is None:
+            found = self.alike.get((job.stage, fingerprint, rest.split("/")[0]))
+        return None if found is None else found + JOB_OVERHEAD_SECONDS
+
+
+def job_costs(
+    jobs: list[Job], measured_rules: dict[str, list[float]], known: KnownCosts | None = None
+) -> tuple[list[float], int, int]:
+    """Each job's seconds (its own record, the same job of the same model on this project's machine,
+    its rule's median here, or the stage's), how many came from this folder and how many from
+    MEASURED_COSTS."""
     medians = {rule: statistics.median(times) for rule, times in measured_rules.items() if times}
-    costs, measured = [], 0
+    known = known or KnownCosts([])
+    costs, measured, from_table = [], 0, 0
     for job in jobs:
-        own = recorded_seconds(job.log)
-        if own is not None or job.stage in medians:
+        cost = recorded_seconds(job.log)
+        if cost is not None:
             measured += 1
-        costs.append(own if own is not None else medians.get(job.stage, STAGE_SECONDS.get(job.stage, DEFAULT_SECONDS)))
-    return costs, measured
+        elif (cost := known.seconds(job)) is not None:
+            from_table += 1
+        elif job.stage in medians:
+            measured += 1
+            cost = medians[job.stage]
+        else:
+            cost = STAGE_SECONDS.get(job.stage, DEFAULT_SECONDS)
+        costs.append(cost)
+    return costs, measured, from_table
 
 
 def schedule(jobs: list[Job], costs: list[float], cores: int) -> float:
@@ -139,10 +210,12 @@ def schedule(jobs: list[Job], costs: list[float], cores: int) -> float:
     return now
 
 
-def estimate(jobs: list[Job], cores: int, measured_rules: dict[str, list[float]]) -> Estimate:
-    costs, measured = job_costs(jobs, measured_rules)
+def estimate(
+    jobs: list[Job], cores: int, measured_rules: dict[str, list[float]], known: KnownCosts | None = None
+) -> Estimate:
+    costs, measured, from_table = job_costs(jobs, measured_rules, known)
     wall = schedule(jobs, costs, max(1, cores)) if jobs else 0.0
-    return Estimate(wall, sum(costs), len(jobs), measured, max(1, cores))
+    return Estimate(wall, sum(costs), len(jobs), measured, max(1, cores), from_table)
 
 
 def measured_by_rule(logs: list[tuple[str, str | None]]) -> dict[str, list[float]]:
