@@ -57,7 +57,7 @@ TESTED = {
         "test_commands.py (plan)"
     ),
     # with the flags the single-node test cluster needs (2 CPUs, no accounting database)
-    "uv run snakemake --profile workflow/profiles/slurm": "test_slurm.py",
+    "uv run --extra cluster snakemake --profile workflow/profiles/slurm": "test_slurm.py",
     "uv run pytest -m slurm": "test_slurm.py is that selection",
     "uv run python tests/slurm_cluster.py /tmp/cluster": "test_slurm.py starts the same cluster",
 }

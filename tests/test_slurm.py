@@ -1,5 +1,6 @@
 """The workflow on a real SLURM cluster (single node, started by the test) through
-snakemake-executor-plugin-slurm and the repository's SLURM profile, against a local run.
+snakemake-executor-plugin-slurm (the `cluster` extra) and the repository's SLURM profile, against a
+local run.
 
 Needs Debian's slurm-wlm and munge and root (slurmd starts jobs as their user); `.ci/run`
 installs the packages. Run it alone with `uv run pytest -m slurm`.
@@ -10,9 +11,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from conftest import REPO, make_workdir, snakemake, snakemake_command
 from slurm_cluster import start_cluster, unavailable_reason
@@ -57,9 +61,28 @@ def cluster(tmp_path_factory):
     started.stop()
 
 
-def slurm_run(workdir: Path, cluster, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The cluster command of docs/clusters.md, plus what this test cluster needs: it has 2 CPUs per
-    node, no accounting database (so job states come from squeue), and fast polling."""
+def locked_version(name: str) -> str:
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    return next(package["version"] for package in lock["package"] if package["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def cluster_extra(tmp_path_factory) -> dict[str, str]:
+    """What `uv run --extra cluster` adds, at the versions uv.lock pins: the SLURM executor plugins,
+    installed beside the project's environment (on PYTHONPATH, which sbatch passes on to the jobs)
+    rather than into it, where the suite's other Snakemake starts would import them too."""
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cluster"]
+    plugins = [f"{name}=={locked_version(name)}" for name in (Requirement(r).name for r in extra)]
+    target = tmp_path_factory.mktemp("cluster-extra")
+    install = [sys.executable, "-m", "uv", "pip", "install", "--target", str(target), "--no-deps", *plugins]
+    subprocess.run([*install, "--python", sys.executable], check=True, capture_output=True)
+    return {"PYTHONPATH": str(target)}
+
+
+def slurm_run(workdir: Path, cluster, env: dict) -> subprocess.CompletedProcess:
+    """The cluster command of docs/clusters.md (`env`: the cluster extra's), plus what this test
+    cluster needs: it has 2 CPUs per node, no accounting database (so job states come from squeue),
+    and fast polling."""
     command = snakemake_command(
         workdir,
         "--profile",
@@ -74,17 +97,17 @@ def slurm_run(workdir: Path, cluster, env: dict | None = None) -> subprocess.Com
         cores=os.cpu_count(),
     )
     return subprocess.run(
-        command, capture_output=True, text=True, env={**cluster.env, **(env or {})}, cwd=workdir, timeout=1800
+        command, capture_output=True, text=True, env={**cluster.env, **env}, cwd=workdir, timeout=1800
     )
 
 
 @pytest.mark.slow
-def test_sweep_through_slurm_matches_local_run(tmp_path, cluster):
+def test_sweep_through_slurm_matches_local_run(tmp_path, cluster, cluster_extra):
     """With the store (ETHOSWEEP_CACHE) in the cluster's shared folder, as docs/clusters.md sets it:
     the cluster's jobs fill it, and a local run of the same config takes its stages from it."""
     store = {"ETHOSWEEP_CACHE": str(cluster.root / "shared" / "store")}
     on_slurm = make_workdir(tmp_path / "slurm", CONFIG)
-    proc = slurm_run(on_slurm, cluster, env=store)
+    proc = slurm_run(on_slurm, cluster, env={**store, **cluster_extra})
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
 
