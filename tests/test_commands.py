@@ -266,6 +266,19 @@ def test_the_terminal_shows_progress_not_job_blocks_and_verbose_brings_them_back
     assert "rule summarize_sweep:" in verbose.stdout + verbose.stderr
 
 
+def test_the_logger_plugin_loads_without_the_ethosweep_package():
+    """Snakemake loads the plugin while it parses its arguments, before the workflow puts its own
+    checkout's package on the path: an import of ethosweep there may find another checkout's (the
+    compile-once benchmark runs an older one with this environment)."""
+    import ast
+
+    tree = ast.parse((REPO / "src/snakemake_logger_plugin_ethosweep/__init__.py").read_text())
+    top = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    names = [alias.name for node in top if isinstance(node, ast.Import) for alias in node.names]
+    names += [node.module or "" for node in top if isinstance(node, ast.ImportFrom)]
+    assert not [name for name in names if name.split(".")[0] == "ethosweep"], names
+
+
 def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatch):
     """A pipe or a CI log gets a line per stage and tenth of the run; a zoo's first tenth takes an
     hour or more, so a long run also says where it is (and for how long it has run) every ten minutes."""

@@ -30,8 +30,6 @@ from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
 
-from ethosweep.runtime.estimate import duration
-
 # The rule that finishes a cell: its count is the "cells compiled" figure.
 CELL_RULE = "compile_with_vela"
 # Off a terminal, a line at least this often while jobs start and end: a zoo's tenth takes an hour
@@ -83,7 +81,7 @@ class Progress:
         cells = f"; cells compiled {self.finished[CELL_RULE]}" if self.planned[CELL_RULE] else ""
         failed = f"; {self.failed} failed" if self.failed else ""
         elapsed = time.monotonic() - self.started
-        so_far = f"; {duration(elapsed)} so far" if elapsed >= 90 else ""
+        so_far = f"; {_minutes(elapsed)} so far" if elapsed >= 90 else ""
         done = f"{self.done:>{len(str(self.total))}}/{self.total} {share}"
         return f"ethosweep: [{done}] running {running}{cells}{failed}{so_far}"
 
@@ -223,6 +221,13 @@ class LogHandler(LogHandlerBase):
             self.stream.write("\r\033[K")
             self.stream.flush()
             self.status_shown = False
+
+
+def _minutes(seconds: float) -> str:
+    """'12 min', '5 h 40 min'. Said here, not imported: the plugin loads before the workflow, and the
+    ethosweep package first on the path may be another checkout's (perf/compile_once.py runs one)."""
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _configfiles_in(argv: list[str]) -> list[str]:
