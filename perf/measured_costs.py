@@ -6,9 +6,11 @@
 
 A folder's job logs say which job each was (their first line: the rule and the job's wildcards) and
 what it cost (their last: the stage's CPU seconds); its exports say what each model is
-(results/export/<model>/export.json, the definition the fingerprint is taken of). Rows of the given
-folders replace the table's rows of the same job; the table's other rows stay, so the zoo's parts
-can be run and recorded one after another.
+(results/export/<model>/export.json, the definition the fingerprint is taken of). A row is a job of
+one model and its first two other wildcards (a scheme and a TOSA profile; a cell's Vela job by scheme
+and target, the median over its system configs and memory modes, which the table would otherwise
+hold 6,000 of). Rows of the given folders replace the table's rows of the same key; the table's other
+rows stay, so the zoo's parts can be run and recorded one after another.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -48,27 +51,27 @@ def job_of_log(log: Path) -> tuple[str, list[str]] | None:
 
 
 def measured_rows(folder: Path) -> list[dict]:
-    """A row per completed job of one model in `folder`: its rule, model, fingerprint, other
-    wildcards and CPU seconds."""
+    """A row per rule, model and first two other wildcards of the completed jobs in `folder`: its
+    fingerprint and the jobs' median CPU seconds."""
     models = model_definitions(folder)
-    rows = []
+    seconds: dict[tuple[str, str, str], list[float]] = {}
     for log in sorted(folder.glob("logs/**/*.log")):
         job = job_of_log(log)
-        seconds = recorded_seconds(str(log))
-        if job is None or seconds is None or job[1][0] not in models:
+        recorded = recorded_seconds(str(log))
+        if job is None or recorded is None or job[1][0] not in models:
             continue
         rule, (model, *rest) = job
-        fingerprint, _ = job_key(models[model], {})
-        rows.append(
-            {
-                "rule": rule,
-                "model": model,
-                "fingerprint": fingerprint,
-                "wildcards": "/".join(rest),
-                "cpu_seconds": f"{seconds - JOB_OVERHEAD_SECONDS:.2f}",
-            }
-        )
-    return rows
+        seconds.setdefault((rule, model, "/".join(rest[:2])), []).append(recorded - JOB_OVERHEAD_SECONDS)
+    return [
+        {
+            "rule": rule,
+            "model": model,
+            "fingerprint": job_key(models[model], {})[0],
+            "wildcards": wildcards,
+            "cpu_seconds": f"{statistics.median(times):.2f}",
+        }
+        for (rule, model, wildcards), times in seconds.items()
+    ]
 
 
 def merged(table: Path, rows: list[dict]) -> list[dict]:
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         writer.writeheader()
         writer.writerows(table)
     models = len({row["model"] for row in rows})
-    print(f"{len(rows):,} jobs of {models} models from {len(args.folders)} folder(s); {args.out}: {len(table):,} rows")
+    print(f"{len(rows):,} rows of {models} models from {len(args.folders)} folder(s); {args.out}: {len(table):,} rows")
     return 0
 
 

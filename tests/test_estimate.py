@@ -97,7 +97,7 @@ def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_pat
     )
     with open(table, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert done.stdout.startswith(f"{len(rows):,} jobs of ")
+    assert done.stdout.startswith(f"{len(rows):,} rows of ")
     lowerings = [r for r in rows if r["rule"] == "lower_to_tosa"]
     assert lowerings and {r["rule"] for r in rows} >= {"export_model", "quantize_model", "compile_with_vela"}
     # each row is its job's log: the stage's CPU seconds

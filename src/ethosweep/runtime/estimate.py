@@ -130,15 +130,16 @@ def job_key(params: dict, wildcards: dict[str, str]) -> tuple[str, str]:
 
 
 class KnownCosts:
-    """MEASURED_COSTS read: a job's CPU seconds by rule and key, and per rule, model and scheme the
-    median, for a configuration of a known model the table does not hold (another target of it)."""
+    """MEASURED_COSTS read: a job's CPU seconds by rule, model fingerprint and its other wildcards or
+    their first ones (a cell's Vela job is recorded per scheme and target, over memory modes), and
+    per rule, model and scheme the median, for a configuration the table does not hold."""
 
     def __init__(self, rows: list[dict]):
-        self.exact: dict[tuple[str, str, str], float] = {}
+        self.known: dict[tuple[str, str, str], float] = {}
         alike: dict[tuple[str, str, str], list[float]] = {}
         for row in rows:
             seconds = float(row["cpu_seconds"])
-            self.exact[row["rule"], row["fingerprint"], row["wildcards"]] = seconds
+            self.known[row["rule"], row["fingerprint"], row["wildcards"]] = seconds
             alike.setdefault((row["rule"], row["fingerprint"], row["wildcards"].split("/")[0]), []).append(seconds)
         self.alike = {key: statistics.median(times) for key, times in alike.items()}
 
@@ -154,9 +155,11 @@ class KnownCosts:
         if job.key is None:
             return None
         fingerprint, rest = job.key
-        found = self.exact.get((job.stage, fingerprint, rest))
-        if found is None:
-            found = self.alike.get((job.stage, fingerprint, rest.split("/")[0]))
+        parts = rest.split("/")
+        for known in (self.known.get((job.stage, fingerprint, "/".join(parts[:n]))) for n in range(len(parts), 0, -1)):
+            if known is not None:
+                return known + JOB_OVERHEAD_SECONDS
+        found = self.alike.get((job.stage, fingerprint, parts[0]))
         return None if found is None else found + JOB_OVERHEAD_SECONDS
 
 
