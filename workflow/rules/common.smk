@@ -18,6 +18,7 @@ from ethosweep.runtime import memory as ethosweep_memory
 from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
+from ethosweep.runtime import scheduling as ethosweep_scheduling
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files
@@ -38,6 +39,8 @@ os.environ.update(
 # every job running this interpreter, instead of each job reading package metadata again.
 ethosweep_provenance.export_tool_versions()
 ethosweep_worker.export_fingerprint()
+# Snakemake's scheduler polls every ready job once a second per job ended (ethosweep.runtime.scheduling)
+ethosweep_scheduling.without_idle_rounds()
 
 
 def validated(config):

@@ -1,0 +1,66 @@
+"""Snakemake's scheduler without its idle rounds (ethosweep.runtime.scheduling), on a real
+Snakemake run: many short jobs, then a long one while sixty others wait for its core."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+SNAKEFILE = """
+import threading
+from snakemake.scheduling.job_scheduler import JobScheduler
+{patch}
+# what the test reads: the rounds that looked at every ready job's inputs, and threads alive at most
+seen = {{"selections": 0, "threads": 0}}
+sizes, rearm = JobScheduler.update_input_sizes, JobScheduler._schedule_reevalutation
+async def counted_sizes(self, jobs):
+    seen["selections"] += 1
+    return await sizes(self, jobs)
+def counted_rearm(self, delay):
+    rearm(self, delay)
+    seen["threads"] = max(seen["threads"], threading.active_count())
+JobScheduler.update_input_sizes, JobScheduler._schedule_reevalutation = counted_sizes, counted_rearm
+
+rule all:
+    input: expand("waiting/{{i}}", i=range(60)), "long"
+rule short:
+    output: "short/{{i}}"
+    shell: "touch {{output}}"
+rule long:
+    input: expand("short/{{i}}", i=range(60))
+    output: "long"
+    priority: 100
+    shell: "sleep 5; touch {{output}}"
+rule waiting:
+    input: "short/{{i}}", "short/0"
+    output: "waiting/{{i}}"
+    shell: "touch {{output}}"
+onsuccess:
+    print(f"selections {{seen['selections']}} threads {{seen['threads']}}")
+"""
+
+
+def rounds(tmp_path, patched: bool) -> tuple[int, int]:
+    """(rounds that selected jobs, threads alive at most) of the toy workflow on one core."""
+    patch = f"sys.path.insert(0, {str(REPO / 'src')!r})\nfrom ethosweep.runtime.scheduling import without_idle_rounds\n"
+    patch += "assert without_idle_rounds()" if patched else ""
+    folder = tmp_path / ("patched" if patched else "as-is")
+    folder.mkdir()
+    (folder / "Snakefile").write_text(SNAKEFILE.format(patch=patch))
+    command = [sys.executable, "-m", "snakemake", "--cores", "1", "--scheduler", "greedy", "--quiet", "all"]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    selections, threads = (int(n) for n in done.stdout.split("selections ")[1].split()[::2])
+    return selections, threads
+
+
+def test_a_run_with_jobs_waiting_for_a_core_does_not_poll_them(tmp_path):
+    # as Snakemake is: while the long job runs, every ended job's timer chain starts a round a
+    # second, and each looks at the 60 waiting jobs' inputs with no core to give them
+    as_is = rounds(tmp_path, patched=False)
+    patched = rounds(tmp_path, patched=True)
+    # 121 jobs, each ending in a round (and a timer's a second): about one selection per job
+    assert patched[0] <= 121 + 20 and patched[1] <= 5, patched
+    assert as_is[0] > 2 * patched[0] and as_is[1] > 50, as_is
