@@ -77,13 +77,16 @@ class Progress:
 
     def line(self) -> str:
         share = f"{100 * self.done // self.total:3d}%" if self.total else "  ?%"
-        running = ", ".join(f"{rule}" + (f" x{n}" if n > 1 else "") for rule, n in self.running.items() if n) or "-"
+        # A cluster executor reports no job start (Snakemake logs JOB_INFO for local jobs only), so
+        # what runs is said only when it is known
+        running = ", ".join(f"{rule}" + (f" x{n}" if n > 1 else "") for rule, n in self.running.items() if n)
+        running = f" running {running}" if running else ""
         cells = f"; cells compiled {self.finished[CELL_RULE]}" if self.planned[CELL_RULE] else ""
         failed = f"; {self.failed} failed" if self.failed else ""
         elapsed = time.monotonic() - self.started
         so_far = f"; {_minutes(elapsed)} so far" if elapsed >= 90 else ""
         done = f"{self.done:>{len(str(self.total))}}/{self.total} {share}"
-        return f"ethosweep: [{done}] running {running}{cells}{failed}{so_far}"
+        return f"ethosweep: [{done}]{running}{cells}{failed}{so_far}"
 
 
 class LogHandler(LogHandlerBase):
@@ -101,7 +104,7 @@ class LogHandler(LogHandlerBase):
         self.progress = Progress()
         self.last_tenth = -1
         self.status_shown = False
-        self.last_line_at = time.monotonic()
+        self.last_milestone_at = time.monotonic()
 
     # ---- what Snakemake asks of a plugin ----
     @property
@@ -197,11 +200,12 @@ class LogHandler(LogHandlerBase):
     def _milestone(self) -> None:
         """A line that stays: on a terminal it replaces the status line, elsewhere it is the output."""
         self._print(self.progress.line())
+        self.last_milestone_at = time.monotonic()
 
     def _status(self) -> None:
-        """On a terminal, the status line rewritten in place; elsewhere a milestone if the last line
+        """On a terminal, the status line rewritten in place; elsewhere a milestone if the last progress line
         is MILESTONE_SECONDS old."""
-        if not self.tty and time.monotonic() - self.last_line_at >= MILESTONE_SECONDS:
+        if not self.tty and time.monotonic() - self.last_milestone_at >= MILESTONE_SECONDS:
             self._milestone()
         elif self.tty:
             self.stream.write("\r\033[K" + self.progress.line()[: _width()])
@@ -214,7 +218,6 @@ class LogHandler(LogHandlerBase):
         self._end_status()
         self.stream.write(text.rstrip("\n") + "\n")
         self.stream.flush()
-        self.last_line_at = time.monotonic()
 
     def _end_status(self) -> None:
         if self.status_shown:
