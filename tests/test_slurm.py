@@ -107,7 +107,8 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster, cluster_extra)
     the cluster's jobs fill it, and a local run of the same config takes its stages from it."""
     store = {"ETHOSWEEP_CACHE": str(cluster.root / "shared" / "store")}
     on_slurm = make_workdir(tmp_path / "slurm", CONFIG)
-    proc = slurm_run(on_slurm, cluster, env={**store, **cluster_extra})
+    servers = tmp_path / "workers"  # the jobs' warm workers' sockets and logs (the node is this machine)
+    proc = slurm_run(on_slurm, cluster, env={**store, **cluster_extra, "ETHOSWEEP_WORKER_DIR": str(servers)})
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
 
@@ -123,6 +124,12 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster, cluster_extra)
     assert len(group_logs) == 1
     group_log = group_logs[0].read_text()
     assert "rule compile_with_vela:" in group_log  # the cells' Vela (and header) jobs, as one SLURM job
+    # The group job's Snakemake started one warm worker for its two cells' job steps (torch imported
+    # once for both), which ended with it; the jobs that run alone imported torch themselves.
+    logs = [path.read_text() for path in servers.glob("worker-*-slurm*.sock.log")]
+    assert len(logs) == 1 and logs[0].count("worker: compile_with_vela ") == 2, logs
+    assert "its cluster job's Snakemake) ended, exiting" in logs[0]
+    assert not subprocess.run(["pgrep", "-f", str(servers)], capture_output=True).stdout
 
     # The same config run locally takes the cluster's exports, quantizations, lowerings and
     # verifications from the store, and compiles the same bytes.

@@ -157,6 +157,48 @@ def test_shutdown_all_stops_every_server_of_a_folder(server, jobs):
     assert not server.exists() and not other.exists() and worker.shutdown_all() == 0
 
 
+def test_a_cluster_jobs_steps_share_the_server_its_snakemake_started_which_ends_with_it(server, jobs, monkeypatch):
+    """A SLURM group job's Snakemake (its batch step) runs each cell in a job step of its own: it
+    starts one server for them, keyed by the job and bound to itself, so the steps import torch once
+    and nothing outlives the job, with or without a cgroup to kill it. A job step starts none."""
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    starter = (
+        "from ethosweep.runtime import worker; import time; "
+        "jobs = [f'compile_with_vela:cell={{i}}' for i in range({})]; "
+        "worker.serve_cluster_job(['snakemake', '--target-jobs', *jobs, '--mode', 'remote']); time.sleep(60)"
+    )
+    # the job's Snakemake (SLURM_STEP_ID unset); one job alone: nothing to share, no server
+    alone = subprocess.Popen(
+        [sys.executable, "-c", starter.format(1)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    )
+    group = subprocess.Popen(
+        [sys.executable, "-c", starter.format(8)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    )
+    job_socket = worker.socket_path()
+    assert job_socket.name == f"worker-{worker.fingerprint()}-slurm41.sock"
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # now a job step of that job
+    deadline = time.monotonic() + 15
+    while not worker.enabled() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert worker.enabled()
+    assert worker.submit(request(jobs, "write", path="a.txt", text="a"))["ok"]
+    assert worker.submit(request(jobs, "write", path="b.txt", text="b"))["ok"]
+    assert job_socket.exists() and not server.exists()  # the job's server, not the machine's
+    assert len(subprocess.run(["pgrep", "-f", str(job_socket)], capture_output=True, text=True).stdout.split()) == 1
+    log = Path(f"{job_socket}.log")
+    assert log.read_text().count("worker: write in process") == 2
+    group.kill()
+    group.wait()
+    deadline = time.monotonic() + 15
+    while job_socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not job_socket.exists() and "its cluster job's Snakemake) ended, exiting" in log.read_text()
+    alone.kill()
+    alone.wait()
+    monkeypatch.setenv("SLURM_JOB_ID", "42")  # a job whose Snakemake started none: in-process
+    assert not worker.enabled()
+
+
 def test_the_socket_is_keyed_by_the_environment(server):
     assert worker.fingerprint() in server.name
     assert oct(server.parent.stat().st_mode & 0o777) == "0o700"

@@ -39,6 +39,9 @@ os.environ.update(
 # every job running this interpreter, instead of each job reading package metadata again.
 ethosweep_provenance.export_tool_versions()
 ethosweep_worker.export_fingerprint()
+# In a SLURM job's own Snakemake, which runs each of its jobs (a group's cells) in a job step: one
+# warm worker for them all (ethosweep.runtime.worker)
+ethosweep_worker.serve_cluster_job(sys.argv)
 # Snakemake's scheduler polls every ready job once a second per job ended (ethosweep.runtime.scheduling)
 ethosweep_scheduling.without_idle_rounds()
 

@@ -31,10 +31,12 @@ Why it is safe:
 Set ETHOSWEEP_WORKER=0 to run every job in its own process instead.
 ETHOSWEEP_WORKER_DIR=<folder> puts the servers' sockets there (default: a private folder in
 $XDG_RUNTIME_DIR or /tmp): a benchmark's cold runs use a folder of their own, so that they start
-cold and stop only the servers they started, never the worker of a sweep running beside them. Inside a cluster
-job (SLURM_JOB_ID set) the worker is off unless ETHOSWEEP_WORKER=1 is set explicitly:
-a server started there would outlive the job's allocation on clusters that do not track
-processes by cgroup, and most cluster jobs run a single stage anyway.
+cold and stop only the servers they started, never the worker of a sweep running beside them.
+Inside a cluster job (SLURM_JOB_ID set) only the job's own Snakemake (its batch step) starts a
+server, when it runs several jobs (a group's cells, each in a job step of its own): keyed by the
+job and bound to that process, so it ends with the job even where SLURM does not track processes
+by cgroup. Its steps use it, and the cells import torch once, not once each; a job step never
+starts a server of its own.
 """
 
 from __future__ import annotations
@@ -75,9 +77,20 @@ PRELOAD = (
 )
 
 
+def switched_off() -> bool:
+    return os.environ.get("ETHOSWEEP_WORKER", "1") in ("0", "false", "no", "off")
+
+
 def enabled() -> bool:
-    default = "0" if os.environ.get("SLURM_JOB_ID") else "1"
-    return os.environ.get("ETHOSWEEP_WORKER", default) not in ("0", "false", "no", "off")
+    if switched_off():
+        return False
+    # in a cluster job: the server its batch step started (serve_cluster_job), if it did
+    return not cluster_job() or _serving(socket_path())
+
+
+def cluster_job() -> str | None:
+    """The SLURM job this process runs in, if any."""
+    return os.environ.get("SLURM_JOB_ID") or None
 
 
 def fingerprint() -> str:
@@ -119,7 +132,8 @@ def socket_folder() -> Path:
 
 
 def socket_path() -> Path:
-    return socket_folder() / f"worker-{fingerprint()}.sock"
+    job = cluster_job()
+    return socket_folder() / (f"worker-{fingerprint()}-slurm{job}.sock" if job else f"worker-{fingerprint()}.sock")
 
 
 # ---- client -------------------------------------------------------------------
@@ -132,7 +146,7 @@ class Unavailable(Exception):
 def submit(request: dict[str, Any]) -> dict[str, Any]:
     """Run a job request in a warm server's child; returns its outcome dict."""
     path = socket_path()
-    conn = _connect(path) or _start_and_connect(path)
+    conn = _connect(path) or (_wait_for_server(path) if cluster_job() else _start_and_connect(path))
     with conn:
         conn.sendall((json.dumps(request) + "\n").encode())
         reply = _read_line(conn)
@@ -180,15 +194,7 @@ def _start_and_connect(path: Path) -> socket.socket:
         if conn is not None:
             return conn
         remove_exited_servers_files(path.parent, keep=path)
-        log = open(f"{path}.log", "a")
-        idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ethosweep.runtime.worker", str(path), idle],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
+        process = _spawn(path)
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             conn = _connect(path)
@@ -199,6 +205,72 @@ def _start_and_connect(path: Path) -> socket.socket:
             time.sleep(0.2)
         process.kill()
         raise Unavailable(f"the worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
+
+
+def _spawn(path: Path, anchor: int | None = None) -> subprocess.Popen:
+    log = open(f"{path}.log", "a")
+    idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
+    return subprocess.Popen(
+        [sys.executable, "-m", "ethosweep.runtime.worker", str(path), idle, *([str(anchor)] if anchor else [])],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+
+
+def serve_cluster_job(argv: list[str]) -> None:
+    """In a cluster job's own Snakemake (its batch step: SLURM_STEP_ID unset), which runs each of the
+    jobs its command line names (`--target-jobs`) in a job step of its own: start the job's server,
+    bound to this process, if there are several (for one, the server would import torch instead of
+    its client: nothing to share)."""
+    if switched_off() or not cluster_job() or os.environ.get("SLURM_STEP_ID") is not None:
+        return
+    if len(target_jobs(argv)) < 2:
+        return
+    path = socket_path()
+    with open(f"{path}.spawn", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _serving(path):
+            return
+        process = _spawn(path, anchor=os.getpid())
+        # the steps look for the server's lock (enabled): hold on until it is taken
+        deadline = time.monotonic() + 10
+        while not _serving(path) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def target_jobs(argv: list[str]) -> list[str]:
+    """The jobs a Snakemake command line runs remotely: `--target-jobs rule:wildcards ...`."""
+    if "--target-jobs" not in argv:
+        return []
+    named = argv[argv.index("--target-jobs") + 1 :]
+    return named[: next((i for i, arg in enumerate(named) if arg.startswith("-")), len(named))]
+
+
+def _serving(path: Path) -> bool:
+    """A server holds `path`'s lock: it serves, or is importing to serve."""
+    try:
+        with open(f"{path}.lock") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _wait_for_server(path: Path) -> socket.socket:
+    """Connect to a server that is starting (its job's, in a cluster job step)."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        conn = _connect(path)
+        if conn is not None:
+            return conn
+        if not _serving(path):
+            raise Unavailable(f"the cluster job's worker exited (see {path}.log)")
+        time.sleep(0.2)
+    raise Unavailable(f"the cluster job's worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
 
 
 # A server's files (its lock, spawn lock and log; its socket too if it crashed) outlast it: each
@@ -253,11 +325,10 @@ def _read_line(conn: socket.socket) -> bytes:
 # ---- server -------------------------------------------------------------------
 
 
-def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
+def serve(path: Path, idle_seconds: float = IDLE_SECONDS, anchor: int | None = None) -> None:
+    """Serve jobs at `path` until idle for `idle_seconds`, told to stop, or (`anchor`) that process gone."""
     with open(f"{path}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(lock):
             print(f"another worker serves {path}", flush=True)
             return
         _preload()
@@ -273,6 +344,9 @@ def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
                 _reap(children)
                 if not children and time.monotonic() - last_activity > idle_seconds:
                     print("worker: idle, exiting", flush=True)
+                    break
+                if anchor is not None and not _alive(anchor):
+                    print(f"worker: process {anchor} (its cluster job's Snakemake) ended, exiting", flush=True)
                     break
                 try:
                     conn, _ = listener.accept()
@@ -299,6 +373,7 @@ def serve(path: Path, idle_seconds: float = IDLE_SECONDS) -> None:
                     listener.close()
                     os._exit(_child(conn, request))
                 children.add(pid)
+                print(f"worker: {request.get('label', '?')} in process {pid}", flush=True)
                 conn.close()
         finally:
             listener.close()
@@ -319,6 +394,30 @@ def _preload() -> None:
     # writes to every one of them, copying the whole heap). Children inherit the freeze.
     gc.freeze()
     print(f"worker {os.getpid()}: preloaded in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def _take(lock, seconds: float = 2.0) -> bool:
+    """The server's lock, retried briefly: a client looking whether a server runs (_serving) holds
+    it shared for an instant."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _reap(children: set[int]) -> None:
@@ -383,4 +482,8 @@ def _stop_when_client_leaves(conn: socket.socket, finished: threading.Event) -> 
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_SECONDS)
+    serve(
+        Path(sys.argv[1]),
+        float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_SECONDS,
+        int(sys.argv[3]) if len(sys.argv) > 3 else None,
+    )
