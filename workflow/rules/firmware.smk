@@ -23,6 +23,8 @@ rule check_sdk:
         "../scripts/stage.py"
 
 
+# It only reads the cells' JSON records (a fraction of a second): on a cluster a job of its own per
+# configuration would cost more in queueing and Snakemake starts than it does
 rule plan_firmware:
     input:
         sdk="results/firmware/sdk.json",
@@ -35,6 +37,7 @@ rule plan_firmware:
         f"logs/firmware/{RUNNER}/plan.log",
     benchmark:
         f"benchmarks/firmware/{RUNNER}/plan.tsv"
+    localrule: True
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1
