@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -107,7 +108,9 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster, cluster_extra)
     the cluster's jobs fill it, and a local run of the same config takes its stages from it."""
     store = {"ETHOSWEEP_CACHE": str(cluster.root / "shared" / "store")}
     on_slurm = make_workdir(tmp_path / "slurm", CONFIG)
-    servers = tmp_path / "workers"  # the jobs' warm workers' sockets and logs (the node is this machine)
+    # the jobs' warm workers' sockets and logs (the node is this machine); short: a Unix socket's
+    # path has at most 107 bytes, and pytest-xdist's tmp_path is longer
+    servers = Path(tempfile.mkdtemp(prefix="esw", dir="/tmp"))
     proc = slurm_run(on_slurm, cluster, env={**store, **cluster_extra, "ETHOSWEEP_WORKER_DIR": str(servers)})
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
