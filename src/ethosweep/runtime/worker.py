@@ -208,15 +208,15 @@ def _start_and_connect(path: Path) -> socket.socket:
 
 
 def _spawn(path: Path, anchor: int | None = None) -> subprocess.Popen:
-    log = open(f"{path}.log", "a")
     idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
-    return subprocess.Popen(
-        [sys.executable, "-m", "ethosweep.runtime.worker", str(path), idle, *([str(anchor)] if anchor else [])],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    with open(f"{path}.log", "a") as log:  # the server has its own copy; the starter keeps none
+        return subprocess.Popen(
+            [sys.executable, "-m", "ethosweep.runtime.worker", str(path), idle, *([str(anchor)] if anchor else [])],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
 
 
 def serve_cluster_job(argv: list[str]) -> None:
@@ -412,11 +412,11 @@ def _take(lock, seconds: float = 2.0) -> bool:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError: alive, another user's
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
