@@ -30,7 +30,8 @@ import inspect
 import typing
 from typing import Any, Callable
 
-SOURCES = ("input", "output", "params", "wildcards")
+from ethosweep.runtime.job_script import SOURCES
+
 SPREAD = "settings"  # a params item whose keys are names of their own
 LISTS = ("list", "Sequence", "tuple", "Iterable")  # annotations of a parameter that takes a list
 JOB_ONLY = {
@@ -46,24 +47,6 @@ JOB_ONLY = {
 
 class BindingError(TypeError):
     """A rule and its function disagree on a name."""
-
-
-def job_items(smk: Any) -> dict[str, Any]:
-    """The job's named items as plain JSON values: {"input": {name: path or [paths]}, ...}."""
-    items = {source: {name: _plain(value) for name, value in getattr(smk, source).items()} for source in SOURCES}
-    items["log"] = str(smk.log[0]) if len(smk.log) else None
-    items["threads"] = int(smk.threads)
-    return items
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):  # Snakemake's Namedlist is a list
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def named(job: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:

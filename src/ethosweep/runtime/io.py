@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename it into place."""
+    import tempfile  # not at the top: every job's client imports this module, few of them write
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.*.partial"):  # left by a killed job

@@ -29,9 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ethosweep.matrix.cell import VELA_TAG
-from ethosweep.runtime import cache
-from ethosweep.runtime.binding import job_items
+from ethosweep.runtime.job_script import job_items
 from ethosweep.runtime.outcome import describe, failure_record, first_failure, stage_of_log, write_failure
 
 # Stage modules that import torch or ExecuTorch (7-15 s per process): worth a warm worker.
@@ -54,7 +52,12 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     of another Vela version ends in '@vela-<version>', as its path does)."""
     if not wildcards:
         return rule
-    return f"{rule} {'/'.join(v for v in wildcards.values() if v)}".replace("/" + VELA_TAG, VELA_TAG)
+    label = f"{rule} {'/'.join(v for v in wildcards.values() if v)}"
+    if "@" not in label:  # every job's client runs this: the matrix is imported only for a tagged cell
+        return label
+    from ethosweep.matrix.cell import VELA_TAG
+
+    return label.replace("/" + VELA_TAG, VELA_TAG)
 
 
 def run_rule(smk: Any) -> None:
@@ -154,6 +157,8 @@ def _request(smk: Any, steps: tuple, job: dict[str, Any] | None, label: str) -> 
 def _recurring(smk: Any, outcome: dict, request: dict, job: dict[str, Any] | None) -> dict:
     """The outcome with `recorded` set once its machine fault (memory, time) has happened
     RECURRENCES runs in a row for this job and key, said with what to change; else as it was."""
+    from ethosweep.runtime import cache
+
     fault = outcome.get("fault")
     if fault not in RECURRING:
         _forget_faults(request["log"])
@@ -199,8 +204,12 @@ def _forget_faults(log: str) -> None:
 def _in_store(smk: Any, stages: list[str], job: dict[str, Any] | None) -> tuple[Path, str] | None:
     """(the store, the job's key) for a rule that asks for the store (`params.cache`) when one is set
     (ethosweep.runtime.cache); None otherwise."""
+    if job is None or not smk.params.get("cache"):
+        return None
+    from ethosweep.runtime import cache  # imported by the jobs that may use the store, not every job
+
     root = cache.store()
-    if root is None or job is None or not smk.params.get("cache"):
+    if root is None:
         return None
     try:
         return root, cache.key(smk.rule, stages, job)
@@ -211,6 +220,8 @@ def _in_store(smk: Any, stages: list[str], job: dict[str, Any] | None) -> tuple[
 
 def _restored(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -> bool:
     """The job's outputs from the store, if it holds them whole; the job's log says where from."""
+    from ethosweep.runtime import cache
+
     try:
         manifest = cache.restore(root, key, cache.outputs_of(job))
     except OSError as error:
@@ -229,6 +240,8 @@ def _restored(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -
 
 
 def _store(smk: Any, root: Path, key: str, job: dict[str, Any], label: str) -> None:
+    from ethosweep.runtime import cache
+
     log = Path(str(smk.log[0]))
     text = log.read_text(errors="replace")[-200_000:] if log.exists() else ""
     if cache.put(root, key, cache.outputs_of(job), {"rule": smk.rule, "label": label, "log": text}):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Iterable
 
@@ -65,6 +64,8 @@ def first_failure(paths: Iterable[str | os.PathLike]) -> dict | None:
 def write_failure(record: dict, files: Iterable[str], directories: Iterable[str] = ()) -> None:
     """Put `record` in place of every output: each file becomes the record, each directory holds
     only the record (what a stage left there half-done is removed)."""
+    import shutil  # on a failure's path only: not in every job's client
+
     text = json.dumps({KEY: record}, sort_keys=True) + "\n"  # one line, starting with the key failure_of looks for
     for folder in map(Path, directories):
         if folder.is_file():

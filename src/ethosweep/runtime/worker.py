@@ -44,14 +44,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
-import hashlib
 import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -103,9 +100,12 @@ def fingerprint() -> str:
 
 def export_fingerprint() -> None:
     export("WORKER_FINGERPRINT", _look_up_fingerprint())
+    export("TEMP_DIR", _temp_dir())
 
 
 def _look_up_fingerprint() -> str:
+    import hashlib
+
     from ethosweep.runtime.packages import distributions_key
 
     # this module's own code too: it is the one part of ethosweep a server runs (the jobs' children
@@ -124,11 +124,17 @@ def socket_folder() -> Path:
     base = (
         Path(chosen)
         if chosen
-        else Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ethosweep-{os.getuid()}"
+        else Path(os.environ.get("XDG_RUNTIME_DIR") or inherited("TEMP_DIR", _temp_dir)) / f"ethosweep-{os.getuid()}"
     )
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(base, 0o700)
     return base
+
+
+def _temp_dir() -> str:
+    import tempfile  # looked up once by the Snakemake process: a tenth of a job client's start
+
+    return tempfile.gettempdir()
 
 
 def socket_path() -> Path:
@@ -207,7 +213,9 @@ def _start_and_connect(path: Path) -> socket.socket:
         raise Unavailable(f"the worker did not start within {START_TIMEOUT_SECONDS} s (see {path}.log)")
 
 
-def _spawn(path: Path, anchor: int | None = None) -> subprocess.Popen:
+def _spawn(path: Path, anchor: int | None = None):  # -> subprocess.Popen
+    import subprocess  # only a client that starts a server needs it
+
     idle = os.environ.get("ETHOSWEEP_WORKER_IDLE", str(IDLE_SECONDS))
     with open(f"{path}.log", "a") as log:  # the server has its own copy; the starter keeps none
         return subprocess.Popen(
