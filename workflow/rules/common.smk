@@ -19,6 +19,8 @@ from ethosweep.runtime.codeversion import code_version, own_model_modules
 from ethosweep.runtime.packages import local_modules, model_versions, stage_versions
 from ethosweep.runtime import provenance as ethosweep_provenance
 from ethosweep.runtime import scheduling as ethosweep_scheduling
+from ethosweep.runtime import job_script as ethosweep_job_script
+from ethosweep.runtime import pandas_free as ethosweep_pandas_free
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files
@@ -44,11 +46,16 @@ ethosweep_worker.export_fingerprint()
 ethosweep_worker.serve_cluster_job(sys.argv)
 # Snakemake's scheduler polls every ready job once a second per job ended (ethosweep.runtime.scheduling)
 ethosweep_scheduling.without_idle_rounds()
+# A job's script process without importing Snakemake (ethosweep.runtime.job_script)
+ethosweep_job_script.light_preamble()
+# Snakemake imports pandas at every start to look for data frames where there are none (ethosweep.runtime.pandas_free)
+ethosweep_pandas_free.params_without_pandas()
 
 
 def validated(config):
     try:
-        validate(config, schema="../schemas/config.schema.yaml")
+        with ethosweep_pandas_free.hidden():  # validate() imports it only to ask if the config is a data frame
+            validate(config, schema="../schemas/config.schema.yaml")
     except WorkflowError:
         # Say it in one line that names the key (Snakemake's own message dumps the schema).
         schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
