@@ -4,7 +4,7 @@ Every rule runs workflow/scripts/stage.py, whose only work is to hand the job to
 supervised child. Snakemake starts such a script with a preamble that unpickles its `snakemake`
 object, and so imports the snakemake package (its shell, utils and logging modules, asyncio):
 about 0.14 CPU-seconds, most of a job process's own cost, paid by every job of a sweep
-(docs/performance.md, "A job's own process"). In the workflow's process `light_preamble()` gives
+(docs/performance.md, "A job's own process and Snakemake's start"). In the workflow's process `light_preamble()` gives
 stage.py a preamble that builds the same items as a `Job` of this module, which imports nothing
 but the standard library. Any other script, or a Snakemake whose preamble is not the one this
 replaces, keeps Snakemake's own.
@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 SCRIPT = os.path.join("workflow", "scripts", "stage.py")
 SOURCES = ("input", "output", "params", "wildcards")  # the job's items a stage's parameters take
+JOB_SOURCES = (*SOURCES, "resources", "log")  # all that stage.py reads of them
 
 
 class Named(list):
@@ -53,7 +54,7 @@ class Job:
     def __init__(self, plain: dict[str, Any]):
         self.rule = plain["rule"]
         self.threads = plain["threads"]
-        for source in ("input", "output", "params", "wildcards", "resources", "log"):
+        for source in JOB_SOURCES:
             values, names = plain[source]
             setattr(self, source, Named(values, names))
 
@@ -117,8 +118,8 @@ def light_preamble() -> bool:
         own = os.path.normpath(str(given["path"].get_path_or_uri(secret_free=True))).endswith(SCRIPT)
         if not own or given["resources"].get("shell_exec") is not None:
             return generate(*args, **kwargs)
-        items = {source: given[source] for source in ("output", "params", "wildcards", "resources", "log")}
-        job = plain_job(given["rulename"], given["threads"], input=given["input_"], **items)
+        items = {source: given["input_" if source == "input" else source] for source in JOB_SOURCES}
+        job = plain_job(given["rulename"], given["threads"], **items)
         return "".join(
             [
                 "######## ethosweep's preamble (ethosweep.runtime.job_script) ########\n",

@@ -1,12 +1,13 @@
 """Snakemake without pandas, where no data frame is in play.
 
-pandas is installed beside Snakemake here (the report's tables use it), and Snakemake 9 then imports
-it at every start (a third of a CPU-second, a fifth of a no-op run), twice over: validate() imports it
-to ask whether the config is a data frame, and the params rerun trigger to ask whether a rule's
-params are. A config is a dict and our params are builtins; and no value can be a pandas object
-while pandas has not been imported. So validate() runs with pandas hidden (its import raises
-ImportError, which validate() takes as "no data frame"), and a param is serialized without pandas
-until something has imported it. Applied only while Snakemake still has what this replaces.
+pandas is installed beside Snakemake here (the report's tables use it), and Snakemake 9 then
+imports it at every start that compares params (about half a CPU-second, a fifth of a no-op run),
+twice over: validate() imports it to ask whether the config is a data frame, and the params rerun
+trigger to ask whether a rule's params are. A config is a dict and our params are builtins; and no
+value can be a pandas object while pandas has not been imported. So validate() runs with pandas
+hidden (its import raises ImportError, which validate() takes as "no data frame"), and a param is
+serialized without pandas until something has imported it. Applied only while Snakemake still has
+what this replaces.
 """
 
 from __future__ import annotations
