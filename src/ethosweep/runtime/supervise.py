@@ -36,7 +36,7 @@ from typing import Callable
 
 from ethosweep.runtime import activity
 from ethosweep.runtime.errors import Fault, Stopped
-from ethosweep.runtime.isolation import flush_standard_streams, signal_name
+from ethosweep.runtime.isolation import crash_traces_to_log, flush_standard_streams, signal_name
 
 # How long a stopped job gets to clean up (temporary files, atomic writes) before SIGKILL.
 GRACE_SECONDS = 5.0
@@ -138,6 +138,7 @@ def _run_in_child(run: Callable[[], dict], limits: Limits) -> Ending:
         os.close(read_end)
         gc.freeze()  # the GC leaves the inherited objects alone (see ethosweep.runtime.worker)
         _become_job(parent)
+        crash_traces_to_log()
         activity.report_to(write_end)
         status = 1
         try:
