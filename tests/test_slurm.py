@@ -127,6 +127,13 @@ def test_sweep_through_slurm_matches_local_run(tmp_path, cluster, cluster_extra)
     assert len(group_logs) == 1
     group_log = group_logs[0].read_text()
     assert "rule compile_with_vela:" in group_log  # the cells' Vela (and header) jobs, as one SLURM job
+    # Its two cells' job steps ran side by side on the group's 2 CPUs (ethosweep.runtime.scheduling;
+    # the plugin alone runs them one after the other): both steps' Snakemake had started its cell
+    # before either finished, and neither step waited for the other's CPU or memory
+    assert "Provided remote nodes: 2" in group_log
+    steps = re.findall(r"^(localrule compile_with_vela|Finished jobid: 0 )", group_log, re.MULTILINE)
+    assert steps[:2] == ["localrule compile_with_vela"] * 2, steps
+    assert "step creation temporarily disabled" not in group_log
     # The group job's Snakemake started one warm worker for its two cells' job steps (torch imported
     # once for both), which ended with it; the jobs that run alone imported torch themselves.
     logs = [path.read_text() for path in servers.glob("worker-*-slurm*.sock.log")]

@@ -12,10 +12,14 @@ with the run (measured: docs/performance.md, "Snakemake's idle rounds"). Two cha
 - a round with no free core selects nothing without looking (a job's end starts a round anyway).
 
 Applied only while Snakemake's scheduler still has the two methods it replaces.
+
+And in a SLURM group job's own Snakemake, the group's cells run side by side on the CPUs the group
+asked for, where the SLURM plugin would run them one at a time (group_steps_side_by_side).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 
@@ -50,3 +54,65 @@ def without_idle_rounds() -> bool:
     JobScheduler.job_selector = job_selector
     JobScheduler._ethosweep_without_idle_rounds = True
     return True
+
+
+def group_steps_side_by_side(workflow, argv: list[str]) -> int:
+    """In a SLURM group job's own Snakemake (its batch step), run the group's jobs side by side on
+    the CPUs the group was given; returns how many may run at once (0: not such a process).
+
+    The SLURM executor plugin (2.6-2.7) starts that Snakemake with `--jobs 1`, and its job-step
+    executor (0.6) waits in `run_job` for each step's `srun` to end, so a group of 8 cells that
+    asked SLURM for `--cores` CPUs ran its cells one after another on one of them
+    (snakemake-executor-plugin-slurm issue #469, open). Lifted here: as many jobs at once as the
+    group has CPUs (each cell's rule has one thread; with remote nodes set Snakemake does not count
+    cores), each step's `srun` waited for in a thread of its own. The steps' `srun` asks for one
+    CPU and, its SLURM_* environment cleared by the plugin, no memory of its own, so steps fit side
+    by side even where the cluster counts memory."""
+    from ethosweep.runtime.worker import cluster_job, target_jobs
+
+    jobs = len(target_jobs(argv))
+    if not cluster_job() or os.environ.get("SLURM_STEP_ID") is not None or jobs < 2:
+        return 0
+    executor = argv[argv.index("--executor") + 1] if "--executor" in argv[:-1] else None
+    if executor != "slurm-jobstep":
+        return 0
+    at_once = min(jobs, _allocated_cpus())
+    if at_once <= (workflow.global_resources["_nodes"].value or 1) or not _steps_without_waiting():
+        return 0
+    workflow.global_resources["_nodes"] = at_once
+    return at_once
+
+
+def _steps_without_waiting() -> bool:
+    """The job-step executor's `run_job` (start a step's `srun`, wait for it, report) in a thread
+    per job, so the scheduler can start the next; False where the plugin is not installed."""
+    try:
+        from snakemake_executor_plugin_slurm_jobstep import Executor
+        from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+    except ImportError:
+        return False
+    if getattr(Executor, "_ethosweep_steps_side_by_side", False):
+        return True
+    run_and_wait = Executor.run_job
+
+    def run_job(self, job) -> None:
+        def run() -> None:
+            try:
+                run_and_wait(self, job)
+            except Exception:  # reported as the job's failure, never a thread that dies silently
+                self.report_job_error(SubmittedJobInfo(job))
+
+        threading.Thread(target=run, name=f"step-{job.jobid}", daemon=True).start()
+
+    Executor.run_job = run_job
+    Executor._ethosweep_steps_side_by_side = True
+    return True
+
+
+def _allocated_cpus() -> int:
+    """The CPUs SLURM gave this job on its node (the group's `--cpus-per-task`)."""
+    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
