@@ -292,7 +292,8 @@ def print_refusal_costs(work: Path) -> list[str]:
         lowered = work / "results/lower" / model / quant / tosa_profile(target) / "lower.json"
         lowering = json.loads(lowered.read_text())["seconds"]
         lines.append(
-            f"  {cell}: located in {located['tries']} Vela runs, {located['seconds']:.1f} s; fallback "
+            f"  {cell}: located in {located['tries']} Vela runs{' (seeded)' if located.get('seeded') else ''}, "
+            f"{located['seconds']:.1f} s; fallback "
             f"{fallback['seconds']:.1f} s = {fallback['seconds'] / lowering:.2f}x the profile's lowering "
             f"({lowering:.1f} s)"
         )

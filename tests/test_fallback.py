@@ -23,7 +23,8 @@ CONFIG = {
 }
 REFUSED = (
     "Vela 5.1.0 cannot compile stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels) in partition 0 on "
-    "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU (found in "
+    "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU "
+    "(found by Vela on parts of it)"
 )
 
 
@@ -179,27 +180,43 @@ def test_a_vela_crash_that_needs_several_operators_names_them_and_keeps_them_on_
     """Vela 5.1.0 crashes (SIGSEGV) on an int8 attention's query scale on Ethos-U55: the 5-D SLICE
     of the heads, its RESHAPE and the MUL, together (MobileViT-XXS in miniature); each part compiles
     without the others. The search keeps the reshapes when Vela crashed, drops units while the part
-    still crashes, names the three, and the multiply kept on the CPU lets the rest compile."""
+    still crashes, names the three, and the multiply kept on the CPU lets the rest compile. The
+    second cell of the partition confirms what the first found instead of searching again."""
     config = {
         "models": [{"name": "query_scale", "file": "tests/models/query_scale.py"}],
         "quantization": ["int8"],
-        "targets": ["ethos-u55-128"],
+        "targets": ["ethos-u55-128", "ethos-u55-256"],
         "memory_modes": ["Shared_Sram"],
     }
     work = make_workdir(tmp_path, config)
     shutil.copytree(REPO / "tests" / "models", work / "tests" / "models")
     snakemake(work)
-    u55 = rows(work)["ethos-u55-128"]
-    assert (u55["status"], u55["delegation"], u55["cpu_operators"]) == ("ok", "partial", "aten_mul_tensor x1")
-    assert u55["reason"].startswith(
-        "fallback: Vela 5.1.0 cannot compile mul, unbind (mul, int32 in + slice, int8 in + reshape, int8 in) in "
-        "partition 0 on ethos-u55-128 / Shared_Sram: crashed (SIGSEGV), twice in fresh processes (found in "
-    )
-    assert u55["numerics"] in PASSED, u55["numerics_reason"]
+    for target, u55 in rows(work).items():
+        assert (u55["status"], u55["delegation"], u55["cpu_operators"]) == ("ok", "partial", "aten_mul_tensor x1")
+        assert u55["reason"].startswith(
+            "fallback: Vela 5.1.0 cannot compile mul, unbind (mul, int32 in + slice, int8 in + reshape, int8 in) in "
+            f"partition 0 on {target} / Shared_Sram: crashed (SIGSEGV), twice in fresh processes (found by Vela on "
+            "parts of it)"
+        )
+        assert u55["numerics"] in PASSED, u55["numerics_reason"]
+    # one cell searched (the first to take the partition's turn), the other confirmed its answer
+    cells = work / "results/vela/query_scale/int8"
+    records = {
+        target: json.loads((cells / target / "Ethos_U55_High_End_Embedded/Shared_Sram/compile.json").read_text())
+        for target in config["targets"]
+    }
+    located = sorted((r["fallback"]["located"] for r in records.values()), key=lambda c: c["tries"])
+    seeded, searched = located
+    assert seeded.get("seeded") and not searched.get("seeded") and seeded["complete"], located
+    # the partition without the three compiles; the three crash together, and any two of them compile
+    assert seeded["tries"] == 1 + 1 + 3 < searched["tries"], located
+    refused = [r["fallback"]["refused"] for r in records.values()]
+    assert refused[0] == refused[1]
+    assert list((work / "results/lower/query_scale/int8/u55/searches").glob("??/*/manifest.json"))
     # the reproducer keeps the smallest part that still crashes: the three operators
     from ethosweep.compile.tosa_graph import loaded
 
-    repro = work / "results/vela/query_scale/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/repro"
+    repro = cells / "ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram/repro"
     with loaded((repro / "partition_0_refused.tosa").read_bytes()) as (_, block):
         kinds = {str(op.op).removeprefix("Op.") for op in block.operators}
     assert {"SLICE", "RESHAPE", "MUL"} <= kinds and "TRANSPOSE" not in kinds

@@ -87,7 +87,8 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     reason = str(refused.value)
     assert reason.startswith(
         "Vela 5.1.0 cannot compile stem, project (conv2d, int16 in, 3x3, stride 1, 8 channels) in partition 0 on "
-        "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU (found in "
+        "ethos-u55-128 / Shared_Sram: Non-passthrough operation (Conv2D) could not run on NPU "
+        "(found by Vela on parts of it)"
     )
     (part,) = refused.value.details["refused"]
     assert part["modules"] == ["stem", "project"] and "add" in part["nodes"]

@@ -219,27 +219,51 @@ def remembered(
     jobs and folders: a Vela job's fallback lowering, the fallback's verification. One job computes
     a key at a time; another that needs it waits and takes its result (the same bytes, where the work
     does not give the same bytes twice). A failure (an exception of `compute`) is never stored."""
+    with seeded(kind, parts, own) as (held, keep):
+        if held is not None:
+            return held
+        results = compute()
+        keep(results)
+        return results
+
+
+@contextlib.contextmanager
+def seeded(kind: str, parts: dict, own: Path | None = None):
+    """Held by one job at a time per key: (what the store keeps under the key or None, a function
+    that keeps a result there; the first result kept stays). For work that what another job found
+    can shorten but not replace: a Vela crash's search, seeded by what a cell of the same partition
+    found (ethosweep.vela.partitions). Without a store (nor `own`), nothing is held or kept."""
     root = store() or own
     if root is None:
-        return compute()
+        yield None, lambda results: None
+        return
     key = hashlib.sha256(json.dumps({"format": FORMAT, "kind": kind, **parts}, sort_keys=True).encode()).hexdigest()
-    with _computing(root, key), tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
-        manifest = Entry.of(root, key).manifest()
-        if manifest is not None:
-            paths = {name: os.path.join(folder, name) for name in manifest.get("outputs", [])}
-            try:
-                if restore(root, key, paths) is not None:
-                    print(f"ethosweep: the {kind} taken from the store: {Entry.of(root, key).folder}", flush=True)
-                    return {name: Path(path).read_bytes() for name, path in paths.items()}
-            except OSError:
-                pass
-        results = compute()
+    with _computing(root, key):
+        yield _taken(root, key, kind), lambda results: _kept(root, key, kind, results)
+
+
+def _taken(root: Path, key: str, kind: str) -> dict[str, bytes] | None:
+    manifest = Entry.of(root, key).manifest()
+    if manifest is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
+        paths = {name: os.path.join(folder, name) for name in manifest.get("outputs", [])}
+        try:
+            if restore(root, key, paths) is None:
+                return None
+            print(f"ethosweep: the {kind} taken from the store: {Entry.of(root, key).folder}", flush=True)
+            return {name: Path(path).read_bytes() for name, path in paths.items()}
+        except OSError:
+            return None
+
+
+def _kept(root: Path, key: str, kind: str, results: dict[str, bytes]) -> None:
+    with tempfile.TemporaryDirectory(prefix="ethosweep-memo-") as folder:
         paths = {name: os.path.join(folder, name) for name in results}
         for name, data in results.items():
             Path(paths[name]).write_bytes(data)
         if put(root, key, paths, {"rule": kind, "label": kind, "log": ""}):
             prune_quietly(root)
-        return results
 
 
 @contextlib.contextmanager

@@ -228,7 +228,9 @@ def compile_cell(
     template = verify(lowering.template, lowered["template_bytes"], lowered["template_sha256"], "the lower stage")
     program = Program.of_template(template, lowered)
     environment_vela = environment["vela"] if environment else None
-    run = VelaRun(cell.flags, cell.where, environment_vela, vela_version, Path(files.repro), vela)
+    # without a store, the refusal search's seeds are kept beside the partitions they were found in
+    searches = Path(lowering.lower_meta).parent / "searches"
+    run = VelaRun(cell.flags, cell.where, environment_vela, vela_version, Path(files.repro), vela, searches)
     sources = read_json(lowering.tosa_sources) if lowering.tosa_sources else None
     try:
         compiled = Compiled(program, *run.compile_all(program.tosas, sources))

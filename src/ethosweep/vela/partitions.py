@@ -182,6 +182,7 @@ class VelaRun:
     vela_version: str | None
     repro: Path
     vela: dict
+    searches: Path | None = None  # where the refusal search's seeds are kept when no store is set
 
     @property
     def tool(self) -> str:
@@ -270,34 +271,48 @@ class VelaRun:
     def search(self, tosa: bytes, refuses, index: int, failure: str, crashed: bool):
         """refusals.locate on the partition, in a fork of its own. With a store set
         (ethosweep.runtime.cache), taken from it when the same Vela failed the same way on the same
-        partition with the flags that decide what it refuses (search_flags), by the same search."""
+        partition with the flags that decide what it refuses (search_flags), by the same search.
+        Otherwise seeded by what the first cell to search this partition found (in the store, or
+        without one in the lowering's own `searches/`): the cells of one partition differ only in
+        Vela's flags, and a crash's search, keyed by every flag, would otherwise repeat in each
+        (MobileViT-XXS: 214 Vela runs in each of 20 cells). Cells of a partition search one at a
+        time, so a second one waits for the first's answer instead of repeating it beside it."""
         from ethosweep.runtime import cache
         from ethosweep.runtime.codeversion import code_version
         from ethosweep.runtime.packages import stage_versions
         from ethosweep.vela import refusals
 
-        def searched() -> dict[str, bytes]:
-            with running(self.tool, f"locating what it refuses in partition {index}"):
-                located = call_in_child(
-                    refusals.locate,
-                    tosa,
-                    refuses,
-                    refusals.MAX_TRIES_CRASHED if crashed else refusals.MAX_TRIES,
-                    crashed,
-                    what="the search for refused operators",
-                    retry_crash=False,
-                )
-            return located.stored()
-
-        parts = {
+        of_partition = {
             "tosa": hashlib.sha256(tosa).hexdigest(),
             "vela": self.vela_version,  # another version than the installed one (in `tools`)
-            "flags": search_flags(self.flags, self.vela, crashed),
-            "failure": re.sub(r"partition \d+", "partition", failure),
+            "crashed": crashed,  # a crash's parts keep the reshapes: other units
             "code": code_version("ethosweep.vela.partitions", "ethosweep.vela.refusals"),
             # every package Vela's run depends on (numpy, flatbuffers, ...), as a rule's key has them
             "tools": stage_versions("ethosweep.vela.compile"),
         }
+
+        def searched() -> dict[str, bytes]:
+            with cache.seeded("refusal search's seed", of_partition, self.searches) as (seed, keep):
+                with running(self.tool, f"locating what it refuses in partition {index}"):
+                    located = call_in_child(
+                        refusals.locate,
+                        tosa,
+                        refuses,
+                        refusals.MAX_TRIES_CRASHED if crashed else refusals.MAX_TRIES,
+                        crashed,
+                        refusals.Location.of_stored(seed) if seed else None,
+                        what="the search for refused operators",
+                        retry_crash=False,
+                    )
+                keep(located.stored())
+            return located.stored()
+
+        parts = {
+            **of_partition,
+            "flags": search_flags(self.flags, self.vela, crashed),
+            "failure": re.sub(r"partition \d+", "partition", failure),
+        }
+        parts.pop("crashed")  # in the flags' form (search_flags) and the failure
         return refusals.Location.of_stored(cache.remembered("refusal search", parts, searched))
 
 
@@ -339,9 +354,11 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
     if located is not None and located.refused:
         named = _named(located.refused)
         what = f"crashed ({crash}){_twice(error)}" if crash else message
+        # the search's cost is in the details, not the reason: a seeded search (VelaRun.search) costs
+        # less than the first, and a cell's reason must not depend on which of its siblings ran first
         reason = (
-            f"Vela {version} cannot compile {named} in partition {index} on {run.where}: {what} (found in "
-            f"{located.tries} Vela runs on parts of it{'' if located.complete else ', stopped at the limit'})"
+            f"Vela {version} cannot compile {named} in partition {index} on {run.where}: {what} (found by "
+            f"Vela on parts of it{'' if located.complete else ', stopped at the limit'})"
         )
     elif crash:
         reason = f"{run.tool} crashed ({crash}) compiling partition {index} for {run.where}{_twice(error)}"
