@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -229,17 +230,24 @@ def remembered(
 
 @contextlib.contextmanager
 def seeded(kind: str, parts: dict, own: Path | None = None):
-    """Held by one job at a time per key: (what the store keeps under the key or None, a function
-    that keeps a result there; the first result kept stays). For work that what another job found
-    can shorten but not replace: a Vela crash's search, seeded by what a cell of the same partition
-    found (ethosweep.vela.partitions). Without a store (nor `own`), nothing is held or kept."""
+    """(what the store keeps under the key or None, a function that keeps a result there; the first
+    result kept stays), held by one job at a time per key while nothing is kept: a second job waits
+    for the first one's result instead of computing it beside it, and once a result is kept, jobs
+    take it side by side. For work that what another job found can shorten but not replace: a Vela
+    crash's search, seeded by what a cell of the same partition found (ethosweep.vela.partitions).
+    Without a store (nor `own`), nothing is held or kept."""
     root = store() or own
     if root is None:
         yield None, lambda results: None
         return
     key = hashlib.sha256(json.dumps({"format": FORMAT, "kind": kind, **parts}, sort_keys=True).encode()).hexdigest()
+    keep = functools.partial(_kept, root, key, kind)
+    held = _taken(root, key, kind)
+    if held is not None:
+        yield held, keep
+        return
     with _computing(root, key):
-        yield _taken(root, key, kind), lambda results: _kept(root, key, kind, results)
+        yield _taken(root, key, kind), keep
 
 
 def _taken(root: Path, key: str, kind: str) -> dict[str, bytes] | None:
