@@ -275,8 +275,8 @@ class VelaRun:
         Otherwise seeded by what the first cell to search this partition found (in the store, or
         without one in the lowering's own `searches/`): the cells of one partition differ only in
         Vela's flags, and a crash's search, keyed by every flag, would otherwise repeat in each
-        (MobileViT-XXS: 214 Vela runs in each of 20 cells). Cells of a partition search one at a
-        time, so a second one waits for the first's answer instead of repeating it beside it."""
+        (docs/failures.md). Until a seed is kept, a second cell waits for the first's answer
+        instead of repeating it beside it."""
         from ethosweep.runtime import cache
         from ethosweep.runtime.codeversion import code_version
         from ethosweep.runtime.packages import stage_versions
@@ -285,14 +285,15 @@ class VelaRun:
         of_partition = {
             "tosa": hashlib.sha256(tosa).hexdigest(),
             "vela": self.vela_version,  # another version than the installed one (in `tools`)
-            "crashed": crashed,  # a crash's parts keep the reshapes: other units
             "code": code_version("ethosweep.vela.partitions", "ethosweep.vela.refusals"),
             # every package Vela's run depends on (numpy, flatbuffers, ...), as a rule's key has them
             "tools": stage_versions("ethosweep.vela.compile"),
         }
 
         def searched() -> dict[str, bytes]:
-            with cache.seeded("refusal search's seed", of_partition, self.searches) as (seed, keep):
+            # a crash's parts keep the reshapes: other units than a refusal's, so another seed
+            seed_key = {**of_partition, "crashed": crashed}
+            with cache.seeded("refusal search's seed", seed_key, self.searches) as (seed, keep):
                 with running(self.tool, f"locating what it refuses in partition {index}"):
                     located = call_in_child(
                         refusals.locate,
@@ -304,15 +305,15 @@ class VelaRun:
                         what="the search for refused operators",
                         retry_crash=False,
                     )
-                keep(located.stored())
-            return located.stored()
+                stored = located.stored()
+                keep(stored)
+            return stored
 
         parts = {
             **of_partition,
             "flags": search_flags(self.flags, self.vela, crashed),
             "failure": re.sub(r"partition \d+", "partition", failure),
         }
-        parts.pop("crashed")  # in the flags' form (search_flags) and the failure
         return refusals.Location.of_stored(cache.remembered("refusal search", parts, searched))
 
 

@@ -231,8 +231,7 @@ def locate(
     # rest of the partition is tried without the found parts, and searched again while it fails
     # (MobileViT-XXS int8: the attention blocks' query scales, 5 found by the first pass, 6 in all).
     while not seeded and any(len(part) > 1 for part in found) and search.tries < search.max_tries:
-        taken = {min(unit) for part in found for unit in part}
-        rest = [unit for unit in grouped if min(unit) not in taken]
+        rest = _outside(grouped, found)
         more = search.refused(rest) if rest else []
         if not more:
             break
@@ -247,6 +246,12 @@ def locate(
         compiled=search.compiled,
         seeded=seeded,
     )
+
+
+def _outside(grouped: list[list[int]], parts: list[list[list[int]]]) -> list[list[int]]:
+    """The partition's units that are in none of `parts` (found or seeded refused parts)."""
+    taken = {min(unit) for part in parts for unit in part}
+    return [unit for unit in grouped if min(unit) not in taken]
 
 
 class _Search:
@@ -269,8 +274,8 @@ class _Search:
     def confirmed(self, grouped: list[list[int]], seed: Location) -> list[list[list[int]]] | None:
         """The seed's refused parts, if they hold here: the partition without them compiles, each
         fails, and each part of several units compiles without any one of them (what the search's
-        own answer guarantees). About 1 + k + (units in the k parts) Vela runs, against the
-        search's tens to hundreds (MobileViT-XXS's crash: 25 against 214). None if any does not."""
+        own answer guarantees). 1 + k + (units in the k parts) Vela runs at most, where a search
+        takes tens to hundreds. None if any does not hold."""
         with loaded(self.tosa) as (_, block):
             made_by = {tensor: i for i, op in enumerate(block.operators) for tensor in op.outputs}
         unit_of = {i: unit for unit in grouped for i in unit}
@@ -281,8 +286,7 @@ class _Search:
                 return None  # not this partition's operators, or not its units
             units_in = {min(unit_of[i]): unit_of[i] for i in indices}
             parts.append([units_in[first] for first in sorted(units_in)])
-        taken = {min(unit) for part in parts for unit in part}
-        rest = [unit for unit in grouped if min(unit) not in taken]
+        rest = _outside(grouped, parts)
         if rest and self.fails(rest):
             return None
         for part in parts:
