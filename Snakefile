@@ -35,7 +35,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        all_outputs(),
+        all_outputs,
     localrule: True
     # Without a message Snakemake lists every output of the matrix here.
     message:

@@ -24,9 +24,9 @@ PACKAGE = REPO / "src" / "ethosweep"
 
 
 def rule_blocks() -> dict[str, str]:
-    """rule name -> its text, from every rules file."""
+    """rule name -> its text, from every rules file and the Snakefile."""
     blocks = {}
-    for path in RULES:
+    for path in [REPO / "Snakefile", *RULES]:
         text = path.read_text()
         for match in re.finditer(r"^rule (\w+):\n(.*?)(?=^\S|\Z)", text, re.S | re.M):
             blocks[match.group(1)] = match.group(2)
@@ -159,6 +159,18 @@ def test_every_rule_gives_its_functions_every_parameter_once_by_name():
             for parameter, has_default in signature(target).items():
                 assert given.get(parameter, 0) <= 1, f"{name} gives {parameter} twice to {target}"
                 assert given.get(parameter) or has_default, f"{name} gives no {parameter}, which {target} needs"
+
+
+def test_no_rule_lists_every_cell_when_the_workflow_is_parsed():
+    """A job step on a cluster parses the workflow to run one cell: a rule that read every cell with
+    its paths written out at parse time cost it 2.5 of its 3.1 s at the deployed zoo's 6,000 cells
+    (docs/clusters.md). Such rules take every_cell_path / every_cell_record, functions Snakemake calls
+    only when it plans their job."""
+    blocks = rule_blocks()
+    assert {"all", "summarize_sweep", "report_cells", "map_operators"} <= set(blocks)
+    eager = re.compile(r"(?<![\w.])(cell_paths|board_cell_paths|all_outputs)\(|for \w+ in SWEEP\.cells\b")
+    listing = {rule: eager.search(text)[0] for rule, text in blocks.items() if eager.search(text)}
+    assert not listing, f"rules that list every cell at parse time: {listing}"
 
 
 def test_binding_takes_lists_optional_files_and_settings_by_name():

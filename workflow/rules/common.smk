@@ -138,6 +138,18 @@ def cell_paths(pattern, cells=None):
     return [pattern.format(**_cell_fields(c)) for c in (SWEEP.cells if cells is None else cells)]
 
 
+def every_cell_path(pattern, when=True):
+    """cell_paths(pattern) for the whole matrix as an input function: Snakemake calls it only when it
+    plans the job that reads every cell, so a start that plans one cell (a SLURM job step) does not
+    list the thousands of paths of a zoo's matrix (docs/clusters.md)."""
+    return lambda wildcards: cell_paths(pattern) if when else []
+
+
+def every_cell_record(wildcards):
+    """The records of every cell (cell_record), as a params function, for the same reason."""
+    return [cell_record(c) for c in SWEEP.cells]
+
+
 def _cell_fields(cell):
     return {
         "model": cell.model,
@@ -429,11 +441,11 @@ VERIFY = f"results/verify/{PROFILE}"
 
 
 def verified_cell_paths(pattern):
-    """cell_paths(pattern) for the verify stage's outputs, or none where `numerics.verify` is off."""
-    return cell_paths(pattern) if numerics("verify") is not False else []
+    """every_cell_path(pattern) for the verify stage's outputs, or none where `numerics.verify` is off."""
+    return every_cell_path(pattern, when=numerics("verify") is not False)
 
 
-def all_outputs():
+def all_outputs(wildcards):
     """The end of the run (summary, report) and every cell's final artifacts, failed cells'
     included: a failure recorded in place of an artifact (ethosweep.runtime.outcome) is that
     cell's outcome, kept until something it depends on changes."""
@@ -444,7 +456,7 @@ def all_outputs():
         *cell_paths(f"{COMPILED}/model.pte"),
         *cell_paths(f"{COMPILED}/summary.json"),
         *(cell_paths(HEADER) if HEADERS_PER_CELL else []),
-        *dict.fromkeys(verified_cell_paths(f"{VERIFY}/verify.json")),
+        *dict.fromkeys(cell_paths(f"{VERIFY}/verify.json") if numerics("verify") is not False else []),
         *bundles,
         *board_cell_paths(f"results/deploy/{{board}}/{CELL}"),
         "results/firmware/sdk.json",

@@ -3,10 +3,10 @@
 # each listed in Snakemake's own report (`snakemake --report`) with the cell's labels.
 rule report_cells:
     input:
-        per_layer=cell_paths(f"{COMPILED}/per_layer.csv"),
-        vela_summary=cell_paths(f"{COMPILED}/summary.json"),
-        delegation=cell_paths(f"{LOWERED}/delegation.json"),
-        compile_meta=cell_paths(f"{COMPILED}/compile.json"),
+        per_layer=every_cell_path(f"{COMPILED}/per_layer.csv"),
+        vela_summary=every_cell_path(f"{COMPILED}/summary.json"),
+        delegation=every_cell_path(f"{LOWERED}/delegation.json"),
+        compile_meta=every_cell_path(f"{COMPILED}/compile.json"),
         verify_report=verified_cell_paths(f"{VERIFY}/verify.json"),
         fallback_report=verified_cell_paths(f"{VERIFY}/fallbacks.json"),
     output:
@@ -34,7 +34,7 @@ rule report_cells:
     params:
         stage="ethosweep.results.report.cells:write_cell_reports",
         aggregate=True,
-        cells=[cell_record(c) for c in SWEEP.cells],
+        cells=every_cell_record,
         tools=stage_versions("ethosweep.results.report.cells"),
         code=code_version("ethosweep.results.report.cells"),
     script:
@@ -88,7 +88,7 @@ rule report_plots:
 rule map_operators:
     input:
         delegation=[f"results/lower/{m}/{q}/{p}/delegation.json" for m, q, p in SWEEP.quantize_keys()],
-        vela_summary=cell_paths(f"{COMPILED}/summary.json"),
+        vela_summary=every_cell_path(f"{COMPILED}/summary.json"),
     output:
         operators="results/operators.csv",
         models="results/operator_models.csv",
@@ -103,7 +103,7 @@ rule map_operators:
         stage="ethosweep.results.operators:write_operator_map",
         aggregate=True,
         profiles=[{"model": m, "quant": q, "profile": p} for m, q, p in SWEEP.quantize_keys()],
-        cells=[cell_record(c) for c in SWEEP.cells],
+        cells=every_cell_record,
         tools=stage_versions("ethosweep.results.operators"),
         code=code_version("ethosweep.results.operators"),
     script:
@@ -122,7 +122,7 @@ rule report_index:
         cell_pages="results/report/cells",
         cpu_summary=[CPU_SUMMARY] if SWEEP.cpu_cells else [],
         # several Vela versions: the layer whose cycles moved most, from each cell's per-layer report
-        per_layer=cell_paths(f"{COMPILED}/per_layer.csv") if len(SWEEP.vela_versions()) > 1 else [],
+        per_layer=every_cell_path(f"{COMPILED}/per_layer.csv", when=len(SWEEP.vela_versions()) > 1),
     output:
         index=report(
             "results/report/index.html",
@@ -140,7 +140,7 @@ rule report_index:
     params:
         stage="ethosweep.results.report.index:write_index",
         aggregate=True,
-        cells=[cell_record(c) for c in SWEEP.cells],
+        cells=every_cell_record,
         sweep_text=SWEEP.describe().removeprefix("ethosweep: "),
         boards={name: board.as_params() for name, board in SWEEP.boards.items()},
         latency_budget_ms=report_setting("latency_budget_ms", None),

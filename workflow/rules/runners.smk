@@ -10,6 +10,10 @@ def npu_runner_state(cell):
     return ethosweep_targets.npu_runner_state(cell.target, SDK.npu_runner_line())
 
 
+def npu_runner_states(wildcards):
+    return [npu_runner_state(c) for c in SWEEP.cells]
+
+
 def npu_runner_cells():
     """The cells whose NPU runner this machine links (Ethos-U55/U65, driver sources configured)."""
     return [c for c in SWEEP.cells if npu_runner_state(c) == "ready"]
