@@ -240,7 +240,7 @@ def vela_commands(work: Path, cells, out: Path) -> list[list[str]]:
     for cell in cells:
         lowered = work / "results/lower" / cell.model / cell.quant / cell.tosa_profile
         partitions = json.loads((lowered / "lower.json").read_text())["partitions"]
-        flags = vela_flags(cell.target, cell.system_config, cell.memory_mode, cell.vela.as_params())
+        flags = vela_flags(cell)
         for p in partitions:
             commands.append(
                 [

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
 from ethosweep.matrix import targets as tg  # noqa: E402
+from ethosweep.matrix.cell import Cell  # noqa: E402
 
 VELA = str(Path(sys.executable).with_name("vela"))
 
@@ -62,7 +63,7 @@ def compile_partitions(tosa: list[Path], target: str, system_config: str, mode: 
     time, sram = 0.0, 0.0
     for partition in tosa:
         with tempfile.TemporaryDirectory() as out:
-            flags = vela_flags(target, system_config, mode, {})
+            flags = vela_flags(Cell("model", "int8", target, system_config, mode))
             run = subprocess.run([VELA, str(partition), *flags, f"--output-dir={out}"], capture_output=True, text=True)
             summaries = list(Path(out).glob("*_summary_*.csv"))
             if run.returncode != 0 or not summaries:

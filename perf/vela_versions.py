@@ -159,7 +159,7 @@ def vela_commands(vela: Path, work: Path, cells, out: Path) -> list[list[str]]:
     ExecuTorch takes seconds that Vela alone does not spend)."""
     commands = []
     for cell in cells:
-        flags = vela_flags(cell.target, cell.system_config, cell.memory_mode, cell.vela.as_params())
+        flags = vela_flags(cell)
         for index, tosa in enumerate(partitions(work, cell)):
             target = out / cell.id / str(index)
             commands.append([str(vela), str(tosa), *flags, f"--output-dir={target}", "--verbose-performance"])

@@ -161,10 +161,11 @@ def test_a_second_experiment_takes_the_refusal_search_and_the_fallback_from_the_
 
 def test_the_refusal_search_is_keyed_by_the_flags_that_decide_what_vela_refuses():
     from ethosweep.compile.compile_spec import vela_flags
+    from ethosweep.matrix.cell import Cell
     from ethosweep.vela.partitions import search_flags
 
     def key(target, system, mode, crashed=False):
-        return search_flags(vela_flags(target, system, mode, {}), {}, crashed)
+        return search_flags(vela_flags(Cell("model", "int8", target, system, mode)), {}, crashed)
 
     u55 = key("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
     assert key("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only") == u55

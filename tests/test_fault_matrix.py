@@ -316,6 +316,8 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             template=str(lowered / "faulty_lowered/template.pte"),
             lower_meta=str(lowered / "faulty_lowered/lower.json"),
             tosa_sources=str(lowered / "faulty_lowered/tosa_sources.json"),
+            model="faulty",
+            quant="int8",
             target="ethos-u55-128",
             system_config="Ethos_U55_High_End_Embedded",
             memory_mode="Shared_Sram",

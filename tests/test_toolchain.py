@@ -27,6 +27,7 @@ from conftest import (
     typed,
 )
 from ethosweep.compile.compile_spec import vela_flags
+from ethosweep.matrix.cell import Cell
 from ethosweep.runtime.io import read_json
 from ethosweep.vela.partitions import compile_partition, vela_error_message
 
@@ -148,7 +149,7 @@ def test_another_vela_version_packs_its_output_exactly_as_executorch_does(tiny_s
     # The installed Vela's own command, run as another version's would be (a separate process
     # inside vela_compile), gives the payload ExecuTorch's in-process call gives, byte for byte.
     tosa = (tiny_sweep / "results/lower/mnist/int8/u55/tosa/partition_0.tosa").read_bytes()
-    flags = vela_flags("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {})
+    flags = vela_flags(Cell("mnist", "int8", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"))
     in_process = compile_partition(tosa, flags, tmp_path / "a", what="Vela")
     vela = str(Path(sys.executable).parent / "vela")
     command = compile_partition(tosa, flags, tmp_path / "b", what="Vela", vela_command=vela)

@@ -68,6 +68,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     model's modules; the smallest part is kept as a reproducer Vela still refuses; kept on the CPU
     by `keep_on_cpu` (ExecuTorch's own DontPartition check), the rest compiles."""
     from ethosweep.compile.compile_spec import vela_flags
+    from ethosweep.matrix.cell import Cell
     from ethosweep.runtime.io import read_json
     from ethosweep.runtime.isolation import ToolFailed
     from ethosweep.vela.partitions import VelaFailure, compile_partition
@@ -95,7 +96,7 @@ def test_what_vela_refuses_is_found_named_in_the_models_terms_and_kept_on_the_cp
     assert part["operators"].count("CONV2D") == 2 and "ADD" in part["operators"]
     # the smallest part of the partition Vela still refuses, in the reproducer
     smallest = (tmp_path / "cell/repro/partition_0_refused.tosa").read_bytes()
-    flags = vela_flags("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", {})
+    flags = vela_flags(Cell("model", "int8", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"))
     with pytest.raises(ToolFailed, match="Non-passthrough operation"):
         compile_partition(smallest, flags, tmp_path / "again", "Vela")
     # the residual add kept on the CPU: the rest compiles, both convolutions on the NPU

@@ -8,7 +8,10 @@ as aot_arm_compiler would for that cell.
 
 from __future__ import annotations
 
+import functools
+
 from ethosweep.matrix import targets as tg
+from ethosweep.matrix.cell import Cell
 
 # aot_arm_compiler passes these to Vela; they only add console output, but
 # they are serialised into the .pte's compile specs, so passing the same ones
@@ -71,14 +74,18 @@ def profile_compile_spec(profile: str):
     return ethosu_compile_spec(target, tg.DEFAULT_SYSTEM_CONFIG[tg.family(target)], "Shared_Sram", {})
 
 
-def cell_compile_specs(target: str, system_config: str, memory_mode: str, vela: dict) -> list[tuple[str, bytes]]:
+@functools.lru_cache(maxsize=16)
+def cell_compile_spec(cell: Cell):
+    """The cell's EthosUCompileSpec, built once per process: its Vela flags and the compile specs its
+    .pte records are both read from it."""
+    return ethosu_compile_spec(cell.target, cell.system_config, cell.memory_mode, cell.vela.as_params())
+
+
+def cell_compile_specs(cell: Cell) -> list[tuple[str, bytes]]:
     """The compile specs ExecuTorch records in each delegate of the cell's .pte, as (key, value)."""
-    return [
-        (spec.key, bytes(spec.value))
-        for spec in ethosu_compile_spec(target, system_config, memory_mode, vela)._to_list()
-    ]
+    return [(spec.key, bytes(spec.value)) for spec in cell_compile_spec(cell)._to_list()]
 
 
-def vela_flags(target: str, system_config: str, memory_mode: str, vela: dict) -> list[str]:
+def vela_flags(cell: Cell) -> list[str]:
     """The flags EthosUBackend hands to Vela for this cell (its compile spec's compiler flags)."""
-    return list(ethosu_compile_spec(target, system_config, memory_mode, vela).compiler_flags)
+    return list(cell_compile_spec(cell).compiler_flags)

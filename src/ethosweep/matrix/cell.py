@@ -52,6 +52,11 @@ class Cell:
     # run from an environment of its own (ethosweep.vela.environment)
     vela_version: str | None = None
 
+    def __post_init__(self) -> None:
+        # a job gets its Vela options as the rule's params give them (VelaOptions.as_params)
+        if isinstance(self.vela, dict):
+            object.__setattr__(self, "vela", VelaOptions(**self.vela))
+
     @property
     def vela_tag(self) -> str:
         """'' for the installed Vela, '@vela-<version>' for another: what the cell's path adds, so
@@ -83,6 +88,12 @@ class Cell:
     @property
     def tosa_profile(self) -> str:
         return tg.tosa_profile(self.target)
+
+    @property
+    def where(self) -> str:
+        """'ethos-u55-128 / Shared_Sram' (with the system config where it is not the family's default)."""
+        default = self.system_config == tg.DEFAULT_SYSTEM_CONFIG[tg.family(self.target)]
+        return f"{self.target} / {self.memory_mode}" + ("" if default else f" ({self.system_config})")
 
     @property
     def label(self) -> str:

@@ -39,7 +39,7 @@ from pathlib import Path
 from ethosweep.compile.compile_spec import cell_compile_specs, vela_flags
 from ethosweep.compile.delegation import delegate_payloads
 from ethosweep.firmware.kernels import check_kernels
-from ethosweep.matrix import targets as tg
+from ethosweep.matrix.cell import Cell
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.integrity import verify
 from ethosweep.runtime.io import atomic_write_bytes, atomic_write_text, read_json, write_json
@@ -204,24 +204,19 @@ def scratch_bytes(payloads: list[bytes]) -> int:
 
 
 def compile_cell(
-    lowering: Lowering,
-    cell: CellSettings,
-    files: CellFiles,
-    vela_version: str | None = None,
-    vela_env: str | None = None,
-    fallback: bool | None = None,
+    lowering: Lowering, cell: Cell, files: CellFiles, vela_env: str | None = None, fallback: bool | None = None
 ) -> dict:
     """Compile one cell: Vela on every partition, the cell's .pte, Vela's reports, metadata.
 
-    `vela_version`, `vela_env`: another Vela version than the installed one, and the env.json of
-    its environment (ethosweep.vela.environment); None compiles with the installed Vela.
+    `vela_env`: for a cell of another Vela version than the installed one, the env.json of its
+    environment (ethosweep.vela.environment).
     `fallback`: when Vela refuses operators and it is on (default: the cell's `vela.fallback`, on
     unless the config turns it off), the quantized program is lowered again for the profile with them
     kept on the CPU (beside what the model's config keeps there), and the cell compiles from that
     lowering (ethosweep.vela.fallback).
     """
-    vela = cell.vela
-    fallback = vela.get("fallback", True) if fallback is None else fallback
+    vela, vela_version = cell.vela.as_params(), cell.vela_version
+    fallback = cell.vela.fallback if fallback is None else fallback
     environment = _vela_environment(vela_env, vela_version)
     versions = {**tool_versions(), "vela": vela_version or tool_versions()["vela"]}
     lowered = read_json(lowering.lower_meta)
@@ -230,7 +225,7 @@ def compile_cell(
     environment_vela = environment["vela"] if environment else None
     # without a store, the refusal search's seeds are kept beside the partitions they were found in
     searches = Path(lowering.lower_meta).parent / "searches"
-    run = VelaRun(cell.flags, cell.where, environment_vela, vela_version, Path(files.repro), vela, searches)
+    run = VelaRun(vela_flags(cell), cell.where, environment_vela, vela_version, Path(files.repro), vela, searches)
     sources = read_json(lowering.tosa_sources) if lowering.tosa_sources else None
     try:
         compiled = Compiled(program, *run.compile_all(program.tosas, sources))
@@ -241,7 +236,7 @@ def compile_cell(
         fell_back = compile_by_fallback(refused, lowering.quantized, lowering.profile, kept, run, versions["vela"])
         compiled = Compiled(Program.of_fallback(fell_back), fell_back.payloads, fell_back.rows, fell_back.layers)
         compiled.fallback = fell_back.record
-    pte_bytes = assemble_pte(compiled.program.template, compiled.payloads, cell.compile_specs)
+    pte_bytes = assemble_pte(compiled.program.template, compiled.payloads, cell_compile_specs(cell))
     if compiled.fallback is None:  # a reproducer of an earlier failure no longer applies
         shutil.rmtree(files.repro, ignore_errors=True)
     record = _write_cell(files, cell, compiled, pte_bytes, versions, environment)
@@ -274,30 +269,6 @@ class CellFiles:
     per_layer: str
     meta: str
     repro: str
-
-
-@dataclass(frozen=True)
-class CellSettings:
-    """What a cell sets: its target, system config, memory mode and Vela options."""
-
-    target: str
-    system_config: str
-    memory_mode: str
-    vela: dict
-
-    @property
-    def flags(self) -> list[str]:
-        return vela_flags(self.target, self.system_config, self.memory_mode, self.vela)
-
-    @property
-    def compile_specs(self) -> list[tuple[str, bytes]]:
-        return cell_compile_specs(self.target, self.system_config, self.memory_mode, self.vela)
-
-    @property
-    def where(self) -> str:
-        """'ethos-u55-128 / Shared_Sram' (with the system config where it is not the family's default)."""
-        default = self.system_config == tg.DEFAULT_SYSTEM_CONFIG[tg.family(self.target)]
-        return f"{self.target} / {self.memory_mode}" + ("" if default else f" ({self.system_config})")
 
 
 @dataclass
@@ -345,7 +316,7 @@ def _vela_environment(vela_env: str | None, vela_version: str | None) -> dict | 
 
 def _write_cell(
     outputs: CellFiles,
-    cell: CellSettings,
+    cell: Cell,
     compiled: Compiled,
     pte_bytes: bytes,
     versions: dict,
@@ -363,7 +334,7 @@ def _write_cell(
         outputs.summary,
         {
             "source": "Vela compiler estimate (not a measurement)",
-            "vela_flags": cell.flags,
+            "vela_flags": vela_flags(cell),
             "cell": figures,
             "partitions": compiled.rows,
             "cpu_kernels": kernels,
@@ -377,8 +348,8 @@ def _write_cell(
         "target": cell.target,
         "system_config": cell.system_config,
         "memory_mode": cell.memory_mode,
-        "vela_options": cell.vela,
-        "vela_flags": cell.flags,
+        "vela_options": cell.vela.as_params(),
+        "vela_flags": vela_flags(cell),
         "pte_bytes": len(pte_bytes),
         "pte_sha256": hashlib.sha256(pte_bytes).hexdigest(),
         "planned_buffer_bytes": program.planned_buffer_bytes,

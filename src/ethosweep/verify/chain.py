@@ -96,15 +96,18 @@ def cell(
     memory_mode: str = "Shared_Sram",
     **options,
 ) -> dict:
-    """The vela stage on a lowering, for one cell, into a folder; its record. `options`: compile_cell's
-    (vela, tosa_sources, quantized, ...)."""
-    from ethosweep.vela.compile import CellFiles, CellSettings, Lowering, compile_cell
+    """The vela stage on a lowering (`results/lower/<model>/<scheme>/<profile>`, which names the cell's
+    model and scheme), for one cell, into a folder; its record. `options`: compile_cell's (vela,
+    vela_version, tosa_sources, quantized, ...)."""
+    from ethosweep.matrix.cell import Cell
+    from ethosweep.vela.compile import CellFiles, Lowering, compile_cell
 
     into.mkdir(parents=True, exist_ok=True)
     lowering = {k: options.pop(k) for k in ("tosa_sources", "quantized", "profile", "keep_on_cpu") if k in options}
+    identity = (lowered.parent.parent.name, lowered.parent.name, target, system_config, memory_mode)
     return compile_cell(
         Lowering(str(lowered / "template.pte"), str(lowered / "lower.json"), **lowering),
-        CellSettings(target, system_config, memory_mode, options.pop("vela", {})),
+        Cell(*identity, options.pop("vela", {}), options.pop("vela_version", None)),
         CellFiles(
             *(str(into / name) for name in ("model.pte", "summary.json", "per_layer.csv", "compile.json", "repro"))
         ),
