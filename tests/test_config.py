@@ -1,5 +1,6 @@
 """The config schema and the matrix it expands to."""
 
+import dataclasses
 import importlib.metadata
 import re
 from pathlib import Path
@@ -23,6 +24,19 @@ ADD = {
 def sweep(config: dict, base: Path = REPO):
     validate(config, SCHEMA)
     return build_sweep(config, base)
+
+
+def test_cells_of_gives_the_cells_with_those_fields_in_matrix_order_after_the_matrix_grows():
+    result = sweep(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    wanted = {"model": "mnist", "quant": "int8", "tosa_profile": "u55"}
+    scanned = [c for c in result.cells if all(getattr(c, k) == v for k, v in wanted.items())]
+    assert result.cells_of(**wanted) == scanned and len(scanned) == 6  # U55 x 2 + U65 x 3 + the board's
+    assert result.cells_of(target="ethos-u85-256", memory_mode="Sram_Only") == [
+        c for c in result.cells if (c.target, c.memory_mode) == ("ethos-u85-256", "Sram_Only")
+    ]
+    assert result.cells_of(model="no such model") == []
+    result.cells.append(dataclasses.replace(scanned[0], memory_mode="Sram_Only_again"))
+    assert result.cells_of(**wanted) == [*scanned, result.cells[-1]]  # the index follows the matrix
 
 
 def test_default_config_is_the_documented_matrix():

@@ -306,11 +306,7 @@ def verify_settings(wildcards):
 
 def profile_cells(wildcards):
     """The cells of a model, scheme and TOSA profile (those verify_fallbacks looks at)."""
-    return [
-        c
-        for c in SWEEP.cells
-        if (c.model, c.quant, c.tosa_profile) == (wildcards.model, wildcards.quant, wildcards.tosa_profile)
-    ]
+    return SWEEP.cells_of(model=wildcards.model, quant=wildcards.quant, tosa_profile=wildcards.tosa_profile)
 
 
 def profile_cell_paths(pattern):

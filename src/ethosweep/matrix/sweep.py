@@ -25,13 +25,23 @@ class Sweep:
     cpu_cells: list[CpuCell] = field(default_factory=list)
     only_for_boards: list[str] = field(default_factory=list)  # ids of the cells only the boards add
     _by_id: dict = field(default_factory=dict, repr=False)
+    _indexes: dict = field(default_factory=dict, repr=False)  # fields -> their values -> cells
 
     def board_cells(self) -> list[tuple[str, Cell]]:
         """(board, cell) for every cell compiled for a board, in matrix order."""
         return [(b, c) for c in self.cells for b in self.cell_boards.get(c.id, [])]
 
     def cells_of(self, **match: str) -> list[Cell]:
-        return [c for c in self.cells if all(getattr(c, k) == v for k, v in match.items())]
+        """The cells with these fields' values (model=..., tosa_profile=...), in matrix order. Each set
+        of fields is indexed once: Snakemake asks once per job it plans, thousands of times in a zoo."""
+        fields = tuple(sorted(match))
+        index = self._indexes.get(fields)
+        if index is None or sum(map(len, index.values())) != len(self.cells):
+            index = {}
+            for c in self.cells:
+                index.setdefault(tuple(getattr(c, f) for f in fields), []).append(c)
+            self._indexes[fields] = index
+        return list(index.get(tuple(match[f] for f in fields), []))
 
     def cell(self, model, quant, target, system_config, memory_mode, vela_tag="") -> Cell:
         key = Cell(model, quant, target, system_config, memory_mode).id + vela_tag

@@ -74,6 +74,7 @@ def macs_per_cycle(target: str) -> int:
     return _parse_target(target)[1]
 
 
+@lru_cache(maxsize=64)  # asked for every cell's TOSA profile, millions of times in a zoo's plan
 def _parse_target(target: str) -> tuple[str, int]:
     match = _TARGET_RE.match(target)
     if match is None or target not in TARGETS:
