@@ -60,7 +60,7 @@ rule compile_with_vela:
         "../../envs/ethosweep.yaml"
     threads: 1
     resources:
-        # the template program and Vela's working set; MobileNetV2 stays under 1 GiB
+        # the template program and Vela's working set: the zoo's largest stay below it (docs/performance.md)
         mem_mb=1500,
     params:
         stage=["ethosweep.vela.compile:compile_cell", "ethosweep.deploy.header:write_header"],
