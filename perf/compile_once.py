@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.cli import compare  # noqa: E402
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
-from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.expand import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from ethosweep.results.table import read_summary_csv  # noqa: E402
 from workdirs import make_workdir, run_all, snakemake, timed, warm_page_cache, write_config  # noqa: E402

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compile_once import ALL_MEMORY_MODES  # noqa: E402
-from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.expand import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import TARGETS  # noqa: E402
 from workdirs import make_workdir, snakemake, snakemake_command, timed  # noqa: E402
 

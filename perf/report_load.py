@@ -31,7 +31,7 @@ HEADLESS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", 
 
 def synthetic_rows(cells: int) -> list[dict]:
     """Summary rows of a made-up sweep: models x both schemes x every configuration, `cells` in all."""
-    from ethosweep.matrix.config import build_sweep
+    from ethosweep.matrix.expand import build_sweep
     from ethosweep.results.summary import COLUMNS
 
     sweep = build_sweep(

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.expand import build_sweep  # noqa: E402
 from peer import compare_work, peer_cells, run_peer, same_work_line, write_peer_models  # noqa: E402
 from workdirs import make_workdir, snakemake, warm_page_cache, write_config  # noqa: E402
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ethosweep.compile.compile_spec import vela_flags  # noqa: E402
-from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.expand import build_sweep  # noqa: E402
 from peer import PEER_ENV, peer_cells, peer_command, vela_blobs, write_peer_models  # noqa: E402
 from workdirs import make_workdir, run_all, snakemake, timed, warm_page_cache, write_config  # noqa: E402
 from workdirs import planned as planned_jobs  # noqa: E402

@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ethosweep.matrix.config import build_sweep  # noqa: E402
+from ethosweep.matrix.expand import build_sweep  # noqa: E402
 from ethosweep.matrix.targets import tosa_profile  # noqa: E402
 from ethosweep.results.operators import format_top  # noqa: E402
 from ethosweep.results.table import COMPILED  # noqa: E402

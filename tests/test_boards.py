@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ethosweep.matrix.boards import board_from_profile, builtin_board_files, fit
-from ethosweep.matrix.config import ConfigError, build_sweep
+from ethosweep.matrix.expand import ConfigError, build_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 ADD = {

@@ -10,7 +10,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from ethosweep.matrix.config import ConfigError, build_sweep
+from ethosweep.matrix.expand import ConfigError, build_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")

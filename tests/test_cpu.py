@@ -21,7 +21,7 @@ from ethosweep.compile.artifacts import load_tensors
 from ethosweep.compile.cortex_m import _user_input_placeholders, input_bytes, lower_for_cortex_m
 from ethosweep.firmware import own_runner as cf
 from ethosweep.firmware import qemu, sdk
-from ethosweep.matrix.config import ConfigError, build_sweep
+from ethosweep.matrix.expand import ConfigError, build_sweep
 from ethosweep.runtime.io import read_json
 
 LOGS = Path(__file__).parent / "data" / "runner_logs"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ethosweep.matrix.config import dataset_files
+from ethosweep.matrix.expand import dataset_files
 from ethosweep.zoo.datasets import DatasetError, load_splits
 
 

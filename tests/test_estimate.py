@@ -84,8 +84,8 @@ def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_pat
     import sys
 
     from conftest import REPO, TINY_CONFIG
-    from ethosweep.matrix.config import build_sweep
     from ethosweep.matrix.config_file import resolve_models
+    from ethosweep.matrix.expand import build_sweep
     from ethosweep.runtime.estimate import KnownCosts, job_key, recorded_seconds
 
     table = tmp_path / "costs.csv"

@@ -241,12 +241,12 @@ def test_closures_hold_what_each_stage_needs_and_no_more():
     closure = {m.removeprefix("ethosweep."): set(codeversion.closure(m)) for m in stage_modules()}
     # model loading depends on the model's spec, not on the matrix, the boards or the targets
     for stage in ("compile.export", "zoo.train"):
-        assert not {"ethosweep.matrix.config", "ethosweep.matrix.boards", "ethosweep.matrix.targets"} & closure[stage]
+        assert not {"ethosweep.matrix.expand", "ethosweep.matrix.boards", "ethosweep.matrix.targets"} & closure[stage]
     # only the stages that place a cell on a board read the boards module
     on_boards = {m for m, c in closure.items() if "ethosweep.matrix.boards" in c}
     assert on_boards == {"deploy.deploy", "results.summary", "results.report.cells"}
     # nothing at run time expands the matrix: the Snakefile does, at parse time
-    assert not [m for m, c in closure.items() if "ethosweep.matrix.config" in c]
+    assert not [m for m, c in closure.items() if "ethosweep.matrix.expand" in c]
     # the job machinery is below every stage: editing it reruns nothing
     assert not [m for m, c in closure.items() if {"ethosweep.runtime.jobs", "ethosweep.runtime.worker"} & c]
 

@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from ethosweep.matrix.cell import cell_id
+from ethosweep.matrix.cell import Cell, cell_id
 from ethosweep.results import vela_versions as vv
 from ethosweep.results.table import number, read_summary_csv
 from ethosweep.runtime.provenance import TOOLS
@@ -41,10 +41,10 @@ COMPARED = (
 )
 
 
-def _key(row: dict) -> tuple[str, ...]:
-    """A row's cell and board: the same cell in two runs (its path, so that a cell of another
-    Vela version is compared with the same version's)."""
-    return (cell_id(row), row.get("board", ""))
+def _key(row: dict) -> tuple[Cell, str]:
+    """A row's cell and board: the same cell in two runs (a cell of another Vela version is compared
+    with the same version's)."""
+    return (Cell.of(row), row.get("board", ""))
 
 
 def _version(row: dict, tool: str) -> str:
@@ -52,10 +52,10 @@ def _version(row: dict, tool: str) -> str:
     return row.get(f"{tool}_version", row.get(tool, ""))
 
 
-def _shown(key: tuple[str, ...]) -> str:
+def _shown(key: tuple[Cell, str]) -> str:
     """'mnist / int8 / ethos-u85-256 / Ethos_U85_SYS_DRAM_Mid / Shared_Sram / alif-e8'"""
     cell, board = key
-    return " / ".join([*cell.split("/"), *([board] if board else [])])
+    return " / ".join([*cell.parts, *([board] if board else [])])
 
 
 def compare(a_rows: list[dict], b_rows: list[dict]) -> dict:

@@ -1,5 +1,5 @@
 # Helpers shared by the rules: config validation, the matrix, input functions.
-# The matrix is built once, here, by ethosweep.matrix.config; nothing below imports torch,
+# The matrix is built once, here, by ethosweep.matrix.expand; nothing below imports torch,
 # so parsing the workflow (and a no-op run) stays fast.
 import os
 import re
@@ -23,7 +23,7 @@ from ethosweep.runtime import job_script as ethosweep_job_script
 from ethosweep.runtime import pandas_free as ethosweep_pandas_free
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
-from ethosweep.matrix.config import ConfigError, build_sweep, dataset_files
+from ethosweep.matrix.expand import ConfigError, build_sweep, dataset_files
 from ethosweep.matrix.config_file import resolve_models, schema_error
 from ethosweep.firmware.sdk import format_status as format_sdk_status
 from ethosweep.firmware.sdk import probe as probe_sdk

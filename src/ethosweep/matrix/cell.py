@@ -68,9 +68,14 @@ class Cell:
         return self.vela_version or tg.installed_vela_version()
 
     @property
+    def parts(self) -> tuple[str, ...]:
+        """The folders of its path: model, scheme, target, system config, memory mode (with the Vela tag)."""
+        return (self.model, self.quant, self.target, self.system_config, self.memory_mode + self.vela_tag)
+
+    @property
     def id(self) -> str:
         """The cell's path below each stage's results folder."""
-        return "/".join((self.model, self.quant, self.target, self.system_config, self.memory_mode)) + self.vela_tag
+        return "/".join(self.parts)
 
     @property
     def symbol(self) -> str:

@@ -1,4 +1,4 @@
-"""The matrix, expanded: its cells (ethosweep.matrix.config builds it from a config), looked up by
+"""The matrix, expanded: its cells (ethosweep.matrix.expand builds it from a config), looked up by
 identity, and described in a line for the terminal.
 
 Torch-free: the Snakefile builds the matrix at parse time.
