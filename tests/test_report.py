@@ -179,6 +179,32 @@ def test_picks_for_a_board_rest_on_the_summarys_numbers(tiny_sweep):
     )
 
 
+def test_a_sweep_of_thousands_ends_on_the_cells_per_task_and_the_boards_not_a_row_per_cell(tiny_sweep):
+    from ethosweep.results.terminal import TABLE_ROWS, format_table
+
+    rows = summary(tiny_sweep)
+    assert len(format_table(rows).splitlines()) > len(rows)  # a small sweep: a line per row
+    # the tiny sweep's 10 rows (6 cells, ds_cnn partly on the CPU on Ethos-U55) as 25 models' worth,
+    # in two tasks: past TABLE_ROWS the end of the run counts them instead
+    copies = [
+        {**r, "model": f"{r['model']}_{i}", "cell": "", "task": ("classification", "keyword spotting")[i % 2]}
+        for i in range(25)
+        for r in rows
+    ]
+    assert len(copies) > TABLE_ROWS
+    text = format_table(copies)
+    lines = text.splitlines()
+    assert lines[0].startswith("250 rows: the cells per task and what fits each board")
+    task_line = re.compile(r"(classification|keyword spotting)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+0\s+0\s+0$")
+    counts = {m.group(1): tuple(map(int, m.groups()[1:])) for m in map(task_line.match, lines) if m}
+    # models, cells, whole, partly on the CPU: 13 and 12 copies of 4 models and 6 cells (5 whole)
+    assert counts == {"classification": (52, 78, 65, 13), "keyword spotting": (48, 72, 60, 12)}, text
+    assert "  alif-e8 (ethos-u55-128): 100 of 100 models fit" in lines
+    assert "  tiny-board (ethos-u55-128): 25 of 100 models fit" in lines  # only `add` fits its 16 KiB
+    assert "150 of 150 cells ok (250 rows: a cell appears once per board it is on)" in text
+    assert "does not fit" not in text and len(lines) < 20  # no line per misfit or per cell
+
+
 def test_a_model_swept_in_two_schemes_names_the_scheme_of_each_memory_mode(tiny_sweep):
     from ethosweep.results import picks
 

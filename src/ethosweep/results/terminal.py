@@ -1,15 +1,26 @@
 """The summary as the terminal shows it at the end of a run: the matrix at a glance, then what
-failed, what does not fit and what the numerics found. Torch-free."""
+failed, what does not fit and what the numerics found; past TABLE_ROWS rows, the cells per task and
+what fits each board instead of a row per cell. Torch-free."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ethosweep.matrix.cell import cell_id
 from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON, firmware_footer, number
+
+# Past this many rows a row per cell scrolls the run's answer out of sight (the deployed zoo's sweep
+# has 6,720); the default matrix (90 rows) keeps its table. summary.csv and the report hold every row.
+TABLE_ROWS = 200
+OUTCOMES = ("whole", "partly on the CPU", "by fallback", "will not run", "failed")
 
 
 def format_table(rows: list[dict]) -> str:
     """The matrix at a glance, for the terminal, with what failed, does not fit or was found under it."""
     several_velas = len({r.get("vela_version") for r in rows}) > 1
+    if len(rows) > TABLE_ROWS:
+        findings = [*_findings(rows, several_velas, each_misfit=False), *firmware_footer(rows)]
+        return "\n\n".join("\n".join(part) for part in (_by_task(rows), _board_fits(rows), findings) if part)
     headers = [
         "model",
         "q",
@@ -29,14 +40,56 @@ def format_table(rows: list[dict]) -> str:
         "NPU vs quant",
         "vs float",
     ]
-    lines = [_line(r, several_velas) for r in rows]
+    out = _aligned(headers, [_line(r, several_velas) for r in rows], headers.index("NPU/CPU ops"))
+    return "\n".join([*out, "", *_findings(rows, several_velas), *firmware_footer(rows)])
+
+
+def _aligned(headers: list[str], lines: list[list[str]], first_number: int) -> list[str]:
+    """Columns padded to their widest entry, text to the left and figures (from `first_number` on) to the right."""
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *lines)]
-    first_number = headers.index("NPU/CPU ops")
     fmt = "  ".join(f"{{:{'>' if i >= first_number else '<'}{w}}}" for i, w in enumerate(widths))
-    out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
-    out += [fmt.format(*line) for line in lines]
-    out.append("")
-    return "\n".join(out + _findings(rows, several_velas) + firmware_footer(rows))
+    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths]), *(fmt.format(*line) for line in lines)]
+
+
+def outcome(row: dict) -> str:
+    """How a cell compiled, in the words of OUTCOMES: a fallback keeps what Vela refused on the CPU,
+    'partly on the CPU' is the partitioner's doing, 'will not run' compiled but cannot load or run."""
+    status = row.get("status")
+    if status not in COMPILED:
+        return "failed"
+    if status != "ok":
+        return "will not run"
+    if (row.get("reason") or "").startswith("fallback:"):
+        return "by fallback"
+    return "partly on the CPU" if row.get("delegation") == "partial" else "whole"
+
+
+def _by_task(rows: list[dict]) -> list[str]:
+    """A line per task: its models, its cells and how they compiled (a cell once, whatever its boards)."""
+    counts: dict[str, Counter] = {}
+    models: dict[str, set] = {}
+    for row in {cell_id(r): r for r in rows}.values():
+        task = row.get("task") or "no task"
+        counts.setdefault(task, Counter())[outcome(row)] += 1
+        models.setdefault(task, set()).add(row["model"])
+    lines = [
+        [task, str(len(models[task])), f"{sum(c.values()):,}", *(f"{c[o]:,}" for o in OUTCOMES)]
+        for task, c in counts.items()
+    ]
+    return [
+        f"{len(rows):,} rows: the cells per task and what fits each board (every row: the table, the report)",
+        *_aligned(["task", "models", "cells", *OUTCOMES], lines, 1),
+    ]
+
+
+def _board_fits(rows: list[dict]) -> list[str]:
+    """A line per board: how many of its models compile and fit in some memory mode."""
+    out = ["What fits each board (each model's fastest configuration: uv run ethosweep picks --board <board>):"]
+    for board in dict.fromkeys(r["board"] for r in rows if r.get("board")):
+        mine = [r for r in rows if r.get("board") == board]
+        fitting = {r["model"] for r in mine if r.get("status") == "ok" and r.get("fit") == "fits"}
+        out.append(f"  {board} ({mine[0]['target']}): {len(fitting)} of {len({r['model'] for r in mine})} models fit")
+    return out if out[1:] else []
 
 
 def _line(r: dict, several_velas: bool) -> list[str]:
@@ -75,9 +128,10 @@ def _status(r: dict) -> str:
     return "ok (fallback)" if r["reason"].startswith("fallback:") else f"ok ({r.get('delegation')})"
 
 
-def _findings(rows: list[dict], several_velas: bool) -> list[str]:
-    """Under the table: how many cells are ok, then each failure, each misfit and the numerics' findings
-    (one line per model and finding: numerics are verified per model and TOSA profile)."""
+def _findings(rows: list[dict], several_velas: bool, each_misfit: bool = True) -> list[str]:
+    """Under the table: how many cells are ok, then each failure, each misfit (unless the boards' lines
+    count them) and the numerics' findings (one line per model and finding: numerics are verified per
+    model and TOSA profile)."""
     failed = [r for r in rows if r.get("status") != "ok"]
     cells = {cell_id(r) for r in rows}
     failed_cells = {cell_id(r) for r in failed}
@@ -97,7 +151,7 @@ def _findings(rows: list[dict], several_velas: bool) -> list[str]:
             "config, the code, the tools); to retry them anyway: uv run snakemake --cores 8 --forcerun "
             "$(uv run ethosweep failed)"
         )
-    for r in rows:
+    for r in rows if each_misfit else []:
         if r.get("fit", "").startswith("does not fit"):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
     found: dict[tuple, set] = {}
