@@ -280,12 +280,10 @@ def test_the_logger_plugin_loads_without_the_ethosweep_package():
     assert not [name for name in names if name.split(".")[0] == "ethosweep"], names
 
 
-def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatch):
-    """A pipe or a CI log gets a line per stage and tenth of the run; a zoo's first tenth takes an
-    hour or more, so a long run also says where it is (and for how long it has run) every ten minutes.
-    On SLURM the executor's line per submitted job comes in between (1,267 of them in a 1,000-cell
-    sweep) and Snakemake reports no job start: the ten minutes still count from the last progress
-    line, which says nothing of what runs rather than "running -"."""
+def logger_off_a_terminal(monkeypatch):
+    """ethosweep's logger writing to a pipe, its clock at minute 0: the handler, `at(minutes, record)`
+    that emits a record then, and `progress(done, minutes)` that emits Snakemake's progress of a
+    2,000-job run."""
     import io
     import logging
     from types import SimpleNamespace
@@ -312,6 +310,19 @@ def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatc
         record.event, record.done, record.total = LogEvent.PROGRESS, done, 2000
         at(minutes, record)
 
+    return handler, at, progress
+
+
+def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatch):
+    """A pipe or a CI log gets a line per stage and tenth of the run; a zoo's first tenth takes an
+    hour or more, so a long run also says where it is (and for how long it has run) every ten minutes.
+    On SLURM the executor's line per submitted job comes in between (1,267 of them in a 1,000-cell
+    sweep) and Snakemake reports no job start: the ten minutes still count from the last progress
+    line, which says nothing of what runs rather than "running -"."""
+    import logging
+
+    handler, at, progress = logger_off_a_terminal(monkeypatch)
+
     def submitted(job: int, minutes: float) -> None:
         text = f"Job {job} has been submitted with SLURM jobid {job} (log: .snakemake/slurm_logs/rule_x/{job}.log)."
         at(minutes, logging.LogRecord("snakemake", logging.INFO, "", 0, text, None, None))
@@ -326,3 +337,34 @@ def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatc
     assert len(lines) == 2 and lines[1] == "ethosweep: [   3/2000   0%]; 12 min so far", lines
     assert "so far" not in lines[0]
     assert handler.stream.getvalue().count("has been submitted") == 6
+
+
+def test_a_long_run_says_about_how_long_is_left_at_the_pace_of_its_finished_jobs(monkeypatch):
+    """The run's first line expects each job's seconds (workflow/rules/messages.smk hands them to the
+    logger); the progress line then says the time left: what the unfinished jobs are expected to take,
+    at the pace the finished ones kept against their expectation (here half of it: the estimate was
+    twice too low, or the cores half as many)."""
+    import logging
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    import snakemake_logger_plugin_ethosweep as plugin
+
+    monkeypatch.setattr(plugin, "EXPECTED", {})
+    plugin.expect({job: 60.0 for job in range(2000)})  # 2,000 jobs of a minute each: 2,000 min
+    handler, at, progress = logger_off_a_terminal(monkeypatch)
+
+    def finished(job: int, minutes: float) -> None:
+        record = logging.LogRecord("snakemake", logging.INFO, "", 0, "", None, None)
+        record.event, record.job_id = LogEvent.JOB_FINISHED, job
+        at(minutes, record)
+
+    for job in range(20):  # 1 % of the expected seconds: too few to tell the pace
+        finished(job, job)
+    progress(20, 20)
+    for job in range(20, 200):  # 10 %, in 400 minutes: 3,600 minutes more at that pace
+        finished(job, 2 * job)
+    progress(200, 400)
+    first, second = handler.stream.getvalue().splitlines()
+    assert first == "ethosweep: [  20/2000   1%]; 20 min so far", first
+    assert second == "ethosweep: [ 200/2000  10%]; 6 h 40 min so far, about 60 h 00 min left", second

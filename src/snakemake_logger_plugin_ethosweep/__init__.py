@@ -5,7 +5,8 @@ module name and the default profile selects it with `logger: [ethosweep]`). A sw
 hundreds of short jobs; Snakemake's default output prints ~15 lines for each. This prints:
 
 - on a terminal, one status line, rewritten in place: the stage running, jobs and cells done,
-  failures so far;
+  failures so far and, in a long run, about how long is left (the jobs not yet finished, at the
+  pace the finished ones kept against what the run's first line expected of them);
 - elsewhere (a CI log, a pipe), the same line when a stage starts, at every tenth of the jobs and,
   in a long run, at least every ten minutes that anything changed (a zoo's first tenth takes hours);
 - every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
@@ -58,6 +59,19 @@ NOISE = re.compile(
 )
 
 
+# Each job's expected seconds (jobid -> seconds), from the estimate of the run's first line, which the
+# workflow hands over as it starts (workflow/rules/messages.smk); empty until then.
+EXPECTED: dict = {}
+# The time left is said once the finished jobs hold this share of the run's expected seconds:
+# before that the pace rests on a few jobs.
+PACE_SHARE = 0.02
+
+
+def expect(seconds_by_job: dict) -> None:
+    EXPECTED.clear()
+    EXPECTED.update(seconds_by_job)
+
+
 @dataclass
 class LogHandlerSettings(LogHandlerSettingsBase):
     pass
@@ -74,6 +88,7 @@ class Progress:
     failed: int = 0
     stages_seen: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    expected_done: float = 0.0  # the expected seconds of the jobs finished so far (EXPECTED)
 
     def line(self) -> str:
         share = f"{100 * self.done // self.total:3d}%" if self.total else "  ?%"
@@ -85,8 +100,21 @@ class Progress:
         failed = f"; {self.failed} failed" if self.failed else ""
         elapsed = time.monotonic() - self.started
         so_far = f"; {_minutes(elapsed)} so far" if elapsed >= 90 else ""
+        left = self.seconds_left(elapsed)
+        # not said under a minute: the last jobs (bundles, the report) are mostly Snakemake's own
+        # time, which the estimate counts at a fixed overhead, so their pace is not the run's
+        so_far += f", about {_minutes(left)} left" if so_far and left is not None and left >= 60 else ""
         done = f"{self.done:>{len(str(self.total))}}/{self.total} {share}"
         return f"ethosweep: [{done}]{running}{cells}{failed}{so_far}"
+
+    def seconds_left(self, elapsed: float) -> float | None:
+        """The expected seconds of the jobs not yet finished at the pace of those finished (which
+        takes in the cores, what runs beside the run and how far off the estimate is), once they
+        are PACE_SHARE of the run; None before, or without an estimate."""
+        total = sum(EXPECTED.values())
+        if not total or self.expected_done < PACE_SHARE * total:
+            return None
+        return max(0.0, total - self.expected_done) * elapsed / self.expected_done
 
 
 class LogHandler(LogHandlerBase):
@@ -174,6 +202,7 @@ class LogHandler(LogHandlerBase):
             if rule is not None:
                 p.running[rule] -= 1
                 p.finished[rule] += 1
+            p.expected_done += EXPECTED.get(record.job_id, 0.0)
         elif event == LogEvent.PROGRESS:
             p.done, p.total = record.done, record.total
             tenth = 10 * p.done // p.total if p.total else 0

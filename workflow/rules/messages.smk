@@ -31,7 +31,16 @@ def say_what_the_run_will_do():
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
     about = ethosweep_estimate.estimate(planned, cores, measured, ethosweep_estimate.KnownCosts.read())
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
+    tell_the_progress_line({job.jobid: cost for job, cost in zip(jobs, about.costs)})
     bound_memory([int(job.resources.get("mem_mb", 0) or 0) for job in jobs], cores)
+
+
+def tell_the_progress_line(seconds_by_job):
+    """Each job's expected seconds, for the time left on the progress line, where ethosweep's logger
+    (src/snakemake_logger_plugin_ethosweep, the default profile's) is in use."""
+    logger = sys.modules.get("snakemake_logger_plugin_ethosweep")
+    if logger is not None:
+        logger.expect(seconds_by_job)
 
 
 def known_cost_key(wildcards):

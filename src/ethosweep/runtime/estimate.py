@@ -76,6 +76,7 @@ class Estimate:
     measured: int  # jobs whose own or rule's time was measured in this folder
     cores: int
     known: int = 0  # jobs whose time comes from MEASURED_COSTS (the same job of the same model)
+    costs: tuple[float, ...] = ()  # each job's seconds, in the order of the jobs given
 
     def said(self) -> str:
         """'about 5 h 40 min on 2 cores (1,203 of 7,046 jobs' times measured here, the rest from the
@@ -218,7 +219,7 @@ def estimate(
 ) -> Estimate:
     costs, measured, from_table = job_costs(jobs, measured_rules, known)
     wall = schedule(jobs, costs, max(1, cores)) if jobs else 0.0
-    return Estimate(wall, sum(costs), len(jobs), measured, max(1, cores), from_table)
+    return Estimate(wall, sum(costs), len(jobs), measured, max(1, cores), from_table, tuple(costs))
 
 
 def measured_by_rule(logs: list[tuple[str, str | None]]) -> dict[str, list[float]]:
