@@ -110,3 +110,34 @@ def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_pat
     wildcards = {"model": "mnist", "quant": "int8", "profile": "u55"}
     job = Job("lower_to_tosa", None, key=job_key(sweep.models["mnist"].as_params(), wildcards))
     assert KnownCosts(rows).seconds(job) == float(mnist["cpu_seconds"]) + JOB_OVERHEAD_SECONDS
+
+
+def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(tiny_sweep):
+    """perf/verify_costs.py times one sample through each of verify's three paths (the NPU path on
+    the TOSA reference model) and projects each verify job from it; a u85 profile whose verification
+    the workflow took from the u55 one's costs nothing there either."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "perf/verify_costs.py"), str(tiny_sweep), "--only", "mnist", "mnist_digits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    header, *lines, total = done.stdout.strip().splitlines()
+    rows = {tuple(line.split("\t")[:3]): dict(zip(header.split("\t"), line.split("\t"))) for line in lines}
+    assert set(rows) == {("mnist", "int8", "u55"), ("mnist", "int8", "u85"), ("mnist_digits", "int8", "u55")}
+    for (model, scheme, profile), row in rows.items():
+        record = json.loads((tiny_sweep / f"results/verify/{model}/{scheme}/{profile}/verify.json").read_text())
+        assert int(row["samples"]) == record["samples"]  # what the job ran on: 500 held-out digits, 40 random
+        if "same_as" in record:
+            assert (float(row["projected s"]), row["NPU s"]) == (0.0, "-")
+        else:
+            assert float(row["GFLOPs"]) > 0 and float(row["NPU s"]) > 0
+            assert float(row["projected s"]) > float(row["load s"]) + record["samples"] * float(row["NPU s"])
+        assert float(row["job CPU s"]) > 0
+    assert total.startswith("3 profiles: verification projected at ")

@@ -1,0 +1,141 @@
+"""What verification costs a run's lowered models, from one sample of each: the CPU seconds of
+loading the three paths and of one sample through each (float, quantized, the NPU path on the TOSA
+reference model), the model's GFLOPs, and the verify job projected from them; beside it, the job's
+own CPU seconds where the folder ran it.
+
+    uv run python perf/verify_costs.py RUN_FOLDER [--samples 40] [--only MODEL ...]
+
+Samples: what the folder's verify job ran on where it ran, else --samples.
+
+A verify job loads the three paths, runs each on its samples (numerics.random_samples for a model
+without data), compares layer by layer and, where the NPU path differs, runs it once more to locate
+the difference: about load + samples x one sample's three paths + one NPU run. A u85 profile that
+verifies what the u55 one did (ethosweep.verify.numerics.profile_verified_alike) costs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ethosweep.runtime.estimate import recorded_seconds  # noqa: E402
+from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
+from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
+from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
+
+HEADER = (
+    *("model", "scheme", "profile", "samples", "GFLOPs"),
+    *("load s", "float s", "quant s", "NPU s", "projected s", "job CPU s"),
+)
+
+
+def cpu_seconds(run) -> float:
+    started = time.process_time()
+    run()
+    return time.process_time() - started
+
+
+def files_of(results: Path, model: str, scheme: str, profile: str) -> VerifyFiles:
+    lowered, quantized = results / "lower" / model / scheme / profile, results / "quantize" / model / scheme / profile
+    return VerifyFiles(
+        program=str(results / "export" / model / "program.pt2"),
+        quantized=str(quantized / "quantized.pt2"),
+        inputs=str(results / "export" / model / "inputs.pt"),
+        edge=str(lowered / "edge.pt2"),
+        lower_meta=str(lowered / "lower.json"),
+        tosa_sources=str(lowered / "tosa_sources.json"),
+        report="",
+        bundle_io="",
+        quantize_meta=str(quantized / "quantize.json"),
+        delegation=str(lowered / "delegation.json"),
+    )
+
+
+def verifies_what_u55_did(results: Path, model: str, scheme: str, profile: str) -> bool:
+    """A u85 profile whose verification the workflow takes from the u55 one's."""
+    if profile != "u85" or not (results / "lower" / model / scheme / "u55" / "edge.pt2").exists():
+        return False
+    u55 = files_of(results, model, scheme, "u55")
+    other = OtherVerification(
+        report="-", bundle_io="-", lower_meta=u55.lower_meta, tosa_sources=u55.tosa_sources, delegation=u55.delegation
+    )
+    return profile_verified_alike(files_of(results, model, scheme, profile), other) is not None
+
+
+def one_sample(files: VerifyFiles) -> dict:
+    """CPU seconds of loading and of one random sample through each path; the float model's GFLOPs."""
+    started = time.process_time()
+    paths = ThreePaths.load(files.program, files.quantized, files.edge, files.lower_meta)
+    load = time.process_time() - started
+    example = torch.load(files.inputs)
+    sample = tuple(torch.randn_like(x) if x.is_floating_point() else x for x in example)
+    with torch.no_grad():
+        with FlopCounterMode(display=False) as flops:
+            paths.float_module(*sample)
+        return {
+            "GFLOPs": flops.get_total_flops() / 1e9,
+            "load s": load,
+            "float s": cpu_seconds(lambda: paths.float_module(*sample)),
+            "quant s": cpu_seconds(lambda: paths.quant_module(*sample)),
+            "NPU s": cpu_seconds(lambda: NpuInterpreter(paths.npu_module).run(*sample)),
+        }
+
+
+def projected(measured: dict, samples: int) -> float:
+    per_sample = measured["float s"] + measured["quant s"] + measured["NPU s"]
+    return measured["load s"] + samples * per_sample + measured["NPU s"]
+
+
+def rows(run: Path, samples: int, only: list[str]) -> list[dict]:
+    results, found = run / "results", []
+    for edge in sorted(results.glob("lower/*/*/*/edge.pt2")):
+        model, scheme, profile = edge.parts[-4:-1]
+        if only and model not in only:
+            continue
+        row = {"model": model, "scheme": scheme, "profile": profile, "samples": samples}
+        job = recorded_seconds(str(run / "logs" / "verify" / model / scheme / f"{profile}.log"))
+        report = results / "verify" / model / scheme / profile / "verify.json"
+        if job is not None and report.exists():  # what the job ran on: a model with data has more samples
+            row["samples"] = json.loads(report.read_text()).get("samples", samples)
+        if verifies_what_u55_did(results, model, scheme, profile):
+            row["projected s"] = 0.0  # the u55 profile's verification, taken
+        else:
+            row.update(one_sample(files_of(results, model, scheme, profile)))
+            row["projected s"] = projected(row, row["samples"])
+        row["job CPU s"] = job
+        print(table([row], header=False), flush=True)
+        found.append(row)
+    return found
+
+
+def table(found: list[dict], header: bool = True) -> str:
+    def cell(value) -> str:
+        return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    lines = ["\t".join(HEADER)] if header else []
+    return "\n".join(lines + ["\t".join(cell(row.get(key)) for key in HEADER) for row in found])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a run folder (results/ and logs/ of a sweep)")
+    parser.add_argument("--samples", type=int, default=40, help="samples a verify job runs (numerics.random_samples)")
+    parser.add_argument("--only", nargs="*", default=[], help="these models only")
+    args = parser.parse_args()
+    print("\t".join(HEADER), flush=True)
+    found = rows(args.run, args.samples, args.only)
+    total = sum(row["projected s"] for row in found)
+    print(f"{len(found)} profiles: verification projected at {total:,.0f} CPU-s")
+
+
+if __name__ == "__main__":
+    main()
