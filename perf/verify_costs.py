@@ -3,9 +3,12 @@ loading the three paths and of one sample through each (float, quantized, the NP
 reference model), the model's GFLOPs, and the verify job projected from them; beside it, the job's
 own CPU seconds where the folder ran it.
 
-    uv run python perf/verify_costs.py RUN_FOLDER [--samples 40] [--only MODEL ...]
+    uv run python perf/verify_costs.py RUN_FOLDER [--samples 40] [--only MODEL ...] [--out TABLE]
 
-Samples: what the folder's verify job ran on where it ran, else --samples.
+Samples: what the folder's verify job ran on where it ran, else --samples. `--out` merges a row per
+profile into the table a run's first line reads (perf/measured_costs.py's, by default the package's):
+the job's own CPU seconds where it ran, else the projection, so that a folder's estimate counts a
+zoo model's verification (minutes to hours on the reference model) before any has run.
 
 A verify job loads the three paths, runs each on its samples (numerics.random_samples for a model
 without data), compares layer by layer and, where the NPU path differs, runs it once more to locate
@@ -16,6 +19,7 @@ verifies what the u55 one did (ethosweep.verify.numerics.profile_verified_alike)
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import time
@@ -26,11 +30,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "perf"))
 
-from ethosweep.runtime.estimate import recorded_seconds  # noqa: E402
+from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, MEASURED_COSTS, job_key, recorded_seconds  # noqa: E402
 from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
 from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
 from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
+from measured_costs import FIELDS, merged, model_definitions  # noqa: E402
 
 HEADER = (
     *("model", "scheme", "profile", "samples", "GFLOPs"),
@@ -125,16 +131,44 @@ def table(found: list[dict], header: bool = True) -> str:
     return "\n".join(lines + ["\t".join(cell(row.get(key)) for key in HEADER) for row in found])
 
 
+def table_rows(run: Path, found: list[dict]) -> list[dict]:
+    """A verify_numerics row per profile, as perf/measured_costs.py keys its rows."""
+    models = model_definitions(run)
+    return [
+        {
+            "rule": "verify_numerics",
+            "model": row["model"],
+            "fingerprint": job_key(models[row["model"]], {})[0],
+            "wildcards": f"{row['scheme']}/{row['profile']}",
+            "cpu_seconds": f"{row['job CPU s'] - JOB_OVERHEAD_SECONDS if row['job CPU s'] else row['projected s']:.2f}",
+        }
+        for row in found
+        if row["model"] in models
+    ]
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    table = merged(path, rows)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        writer.writerows(table)
+    print(f"{len(rows)} verify rows into {path} ({len(table):,} rows)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a run folder (results/ and logs/ of a sweep)")
     parser.add_argument("--samples", type=int, default=40, help="samples a verify job runs (numerics.random_samples)")
     parser.add_argument("--only", nargs="*", default=[], help="these models only")
+    parser.add_argument("--out", type=Path, nargs="?", const=MEASURED_COSTS, help="merge the rows into this table")
     args = parser.parse_args()
     print("\t".join(HEADER), flush=True)
     found = rows(args.run, args.samples, args.only)
     total = sum(row["projected s"] for row in found)
     print(f"{len(found)} profiles: verification projected at {total:,.0f} CPU-s")
+    if args.out:
+        write_table(args.out, table_rows(args.run, found))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,15 @@ scheduled onto the cores as Snakemake schedules them."""
 
 from __future__ import annotations
 
-from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, STAGE_SECONDS, Job, duration, estimate, measured_by_rule
+from ethosweep.runtime.estimate import (
+    JOB_OVERHEAD_SECONDS,
+    STAGE_SECONDS,
+    Job,
+    duration,
+    estimate,
+    measured_by_rule,
+    recorded_seconds,
+)
 
 
 def log(tmp_path, name: str, cpu: float) -> str:
@@ -86,7 +94,7 @@ def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_pat
     from conftest import REPO, TINY_CONFIG
     from ethosweep.matrix.config_file import resolve_models
     from ethosweep.matrix.expand import build_sweep
-    from ethosweep.runtime.estimate import KnownCosts, job_key, recorded_seconds
+    from ethosweep.runtime.estimate import KnownCosts, job_key
 
     table = tmp_path / "costs.csv"
     done = subprocess.run(
@@ -112,10 +120,12 @@ def test_a_runs_measured_costs_are_the_next_folders_estimate(tiny_sweep, tmp_pat
     assert KnownCosts(rows).seconds(job) == float(mnist["cpu_seconds"]) + JOB_OVERHEAD_SECONDS
 
 
-def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(tiny_sweep):
+def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(tiny_sweep, tmp_path):
     """perf/verify_costs.py times one sample through each of verify's three paths (the NPU path on
     the TOSA reference model) and projects each verify job from it; a u85 profile whose verification
-    the workflow took from the u55 one's costs nothing there either."""
+    the workflow took from the u55 one's costs nothing there either. Its rows go into the table the
+    first line reads: a job's own CPU seconds where it ran."""
+    import csv
     import json
     import subprocess
     import sys
@@ -123,12 +133,13 @@ def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(t
     from conftest import REPO
 
     done = subprocess.run(
-        [sys.executable, str(REPO / "perf/verify_costs.py"), str(tiny_sweep), "--only", "mnist", "mnist_digits"],
+        [sys.executable, str(REPO / "perf/verify_costs.py"), str(tiny_sweep), "--only", "mnist", "mnist_digits"]
+        + ["--out", str(tmp_path / "costs.csv")],
         capture_output=True,
         text=True,
         check=True,
     )
-    header, *lines, total = done.stdout.strip().splitlines()
+    header, *lines, total, written = done.stdout.strip().splitlines()
     rows = {tuple(line.split("\t")[:3]): dict(zip(header.split("\t"), line.split("\t"))) for line in lines}
     assert set(rows) == {("mnist", "int8", "u55"), ("mnist", "int8", "u85"), ("mnist_digits", "int8", "u55")}
     for (model, scheme, profile), row in rows.items():
@@ -141,3 +152,9 @@ def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(t
             assert float(row["projected s"]) > float(row["load s"]) + record["samples"] * float(row["NPU s"])
         assert float(row["job CPU s"]) > 0
     assert total.startswith("3 profiles: verification projected at ")
+    with open(tmp_path / "costs.csv", newline="") as f:
+        table = {(r["model"], r["wildcards"]): r for r in csv.DictReader(f)}
+    assert written.startswith("3 verify rows into ") and set(table) == {(m, f"{s}/{p}") for m, s, p in rows}
+    log = tiny_sweep / "logs/verify/mnist_digits/int8/u55.log"
+    mnist_digits = float(table["mnist_digits", "int8/u55"]["cpu_seconds"])
+    assert abs(mnist_digits + JOB_OVERHEAD_SECONDS - recorded_seconds(str(log))) < 0.01
