@@ -32,7 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "perf"))
 
+from ethosweep.runtime.errors import StageError  # noqa: E402
 from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, MEASURED_COSTS, job_key, recorded_seconds  # noqa: E402
+from ethosweep.runtime.isolation import call_in_child  # noqa: E402
 from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
 from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
 from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
@@ -40,7 +42,7 @@ from measured_costs import FIELDS, merged, model_definitions  # noqa: E402
 
 HEADER = (
     *("model", "scheme", "profile", "samples", "GFLOPs"),
-    *("load s", "float s", "quant s", "NPU s", "projected s", "job CPU s"),
+    *("load s", "float s", "quant s", "NPU s", "projected s", "job CPU s", "error"),
 )
 
 
@@ -115,8 +117,11 @@ def rows(run: Path, samples: int, only: list[str]) -> list[dict]:
         if verifies_what_u55_did(results, model, scheme, profile):
             row["projected s"] = 0.0  # the u55 profile's verification, taken
         else:
-            row.update(one_sample(files_of(results, model, scheme, profile)))
-            row["projected s"] = projected(row, row["samples"])
+            try:  # in a fork: the reference model is native code, and a model's memory goes with it
+                row.update(call_in_child(one_sample, files_of(results, model, scheme, profile), what="one sample"))
+                row["projected s"] = projected(row, row["samples"])
+            except StageError as error:  # as the verify job would fail: said, and not projected
+                row["projected s"], row["error"] = 0.0, str(error).splitlines()[0][:160]
         row["job CPU s"] = job
         print(table([row], header=False), flush=True)
         found.append(row)
@@ -143,7 +148,7 @@ def table_rows(run: Path, found: list[dict]) -> list[dict]:
             "cpu_seconds": f"{row['job CPU s'] - JOB_OVERHEAD_SECONDS if row['job CPU s'] else row['projected s']:.2f}",
         }
         for row in found
-        if row["model"] in models
+        if row["model"] in models and (row["job CPU s"] or "error" not in row)
     ]
 
 
