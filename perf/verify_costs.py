@@ -1,7 +1,7 @@
 """What verification costs a run's lowered models, from one sample of each: the CPU seconds of
-loading the three paths and of one sample through each (float, quantized, the NPU path on the TOSA
-reference model), the model's GFLOPs, and the verify job projected from them; beside it, the job's
-own CPU seconds where the folder ran it.
+loading the three paths, of one sample through each (float, quantized, the NPU path on the TOSA
+reference model) and of their layer-by-layer comparison; the model's GFLOPs; the verify job
+projected from them, beside the job's own CPU seconds where the folder ran it.
 
     uv run python perf/verify_costs.py RUN_FOLDER [--samples 40] [--only MODEL ...] [--out TABLE]
 
@@ -11,8 +11,10 @@ the job's own CPU seconds where it ran, else the projection, so that a folder's 
 zoo model's verification (minutes to hours on the reference model) before any has run.
 
 A verify job loads the three paths, runs each on its samples (numerics.random_samples for a model
-without data), compares layer by layer and, where the NPU path differs, runs it once more to locate
-the difference: about load + samples x one sample's three paths + one NPU run. A u85 profile that
+without data) and compares them layer by layer; where the NPU path differs, it runs it once more to
+locate the difference: about load + samples x one sample's paths and comparison + one NPU run. Less
+than a whole job costs (its metrics, the location's comparisons): whole jobs took 1.1-1.6 times it
+(docs/performance.md, "Verification at the zoo's scale"). A u85 profile that
 verifies what the u55 one did (ethosweep.verify.numerics.profile_verified_alike) costs nothing.
 """
 
@@ -37,12 +39,13 @@ from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, MEASURED_COSTS, job
 from ethosweep.runtime.isolation import call_in_child  # noqa: E402
 from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
 from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
+from ethosweep.verify.quantization_loss import layer_report  # noqa: E402
 from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
 from measured_costs import FIELDS, merged, model_definitions  # noqa: E402
 
 HEADER = (
     *("model", "scheme", "profile", "samples", "GFLOPs"),
-    *("load s", "float s", "quant s", "NPU s", "projected s", "job CPU s", "error"),
+    *("load s", "float s", "quant s", "NPU s", "layers s", "projected s", "job CPU s", "error"),
 )
 
 
@@ -95,11 +98,12 @@ def one_sample(files: VerifyFiles) -> dict:
             "float s": cpu_seconds(lambda: paths.float_module(*sample)),
             "quant s": cpu_seconds(lambda: paths.quant_module(*sample)),
             "NPU s": cpu_seconds(lambda: NpuInterpreter(paths.npu_module).run(*sample)),
+            "layers s": cpu_seconds(lambda: layer_report(paths.float_module, paths.quant_module, [sample])),
         }
 
 
 def projected(measured: dict, samples: int) -> float:
-    per_sample = measured["float s"] + measured["quant s"] + measured["NPU s"]
+    per_sample = measured["float s"] + measured["quant s"] + measured["NPU s"] + measured["layers s"]
     return measured["load s"] + samples * per_sample + measured["NPU s"]
 
 
