@@ -85,17 +85,23 @@ def merged(table: Path, rows: list[dict]) -> list[dict]:
     return sorted(kept.values(), key=lambda row: (row["model"], row["rule"], row["wildcards"]))
 
 
+def write_merged(table: Path, rows: list[dict]) -> list[dict]:
+    """Writes `table` with `rows` in place of those of the same job (merged); returns what it wrote."""
+    written = merged(table, rows)
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        writer.writerows(written)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="run folders (a checkout or a folder of your own)")
     parser.add_argument("--out", type=Path, default=MEASURED_COSTS, help="the table to update")
     args = parser.parse_args(argv)
     rows = [row for folder in args.folders for row in measured_rows(folder)]
-    table = merged(args.out, rows)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        writer.writeheader()
-        writer.writerows(table)
+    table = write_merged(args.out, rows)
     models = len({row["model"] for row in rows})
     print(f"{len(rows):,} rows of {models} models from {len(args.folders)} folder(s); {args.out}: {len(table):,} rows")
     return 0

@@ -21,7 +21,6 @@ verifies what the u55 one did (ethosweep.verify.numerics.profile_verified_alike)
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
@@ -41,7 +40,7 @@ from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
 from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
 from ethosweep.verify.quantization_loss import layer_report  # noqa: E402
 from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
-from measured_costs import FIELDS, merged, model_definitions  # noqa: E402
+from measured_costs import model_definitions, write_merged  # noqa: E402
 
 HEADER = (
     *("model", "scheme", "profile", "samples", "GFLOPs"),
@@ -157,11 +156,7 @@ def table_rows(run: Path, found: list[dict]) -> list[dict]:
 
 
 def write_table(path: Path, rows: list[dict]) -> None:
-    table = merged(path, rows)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        writer.writeheader()
-        writer.writerows(table)
+    table = write_merged(path, rows)
     print(f"{len(rows)} verify rows into {path} ({len(table):,} rows)")
 
 
