@@ -158,3 +158,48 @@ def test_verification_costs_are_measured_on_one_sample_of_each_lowered_profile(t
     log = tiny_sweep / "logs/verify/mnist_digits/int8/u55.log"
     mnist_digits = float(table["mnist_digits", "int8/u55"]["cpu_seconds"])
     assert abs(mnist_digits + JOB_OVERHEAD_SECONDS - recorded_seconds(str(log))) < 0.01
+
+
+def test_a_verify_jobs_time_limit_follows_its_measured_cost(tmp_path):
+    """The default profile's 120 min stopped the zoo's largest verifications at `--cores 8` on 2 cores
+    (docs/performance.md): a verify job's `runtime` is LIMIT_MARGIN times its measured CPU seconds times
+    the jobs per core, at least the profile's default; `--set-resources` still sets it."""
+    import os
+    import re
+    import subprocess
+
+    import yaml
+
+    from conftest import snakemake_command
+    from ethosweep.runtime.estimate import LIMIT_MARGIN, KnownCosts, wall_clock_minutes
+
+    model = {
+        "name": "deeplabv3_resnet50",
+        "task": "segmentation",
+        "import": "ethosweep.zoo.deployable:segmenter",
+        "kwargs": {"name": "deeplabv3_resnet50"},
+        "inputs": [{"shape": [1, 3, 224, 224]}],
+        "init": {"batchnorm": "calibrate"},
+        "dataset": "random",
+    }
+    config = {"models": [model], "targets": ["ethos-u55-128", "ethos-u85-256"], "memory_modes": ["Shared_Sram"]}
+    config.update(quantization=["int8"], boards=[], cpu_targets=[])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+
+    def limits(*args):
+        command = snakemake_command(
+            tmp_path, "--configfile", str(tmp_path / "config.yaml"), "--dry-run", *args, cores=8
+        )
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        out = done.stdout + done.stderr
+        blocks = out.split("rule verify_numerics:")[1:]
+        return {re.search(r"tosa_profile=(\w+)", b)[1]: int(re.search(r"runtime=(\d+)", b)[1]) for b in blocks}
+
+    # the model's costliest int8 verification (DeepLabV3-ResNet50 is the only one past 5,000 s): both
+    # profiles are bounded by it, the u85 one may not be able to take the u55 one's
+    rows = KnownCosts.read().known.items()
+    most = max(s for (rule, _, w), s in rows if rule == "verify_numerics" and w.startswith("int8/") and s > 5000)
+    expected = wall_clock_minutes(most, 8 / os.cpu_count(), 120)
+    assert expected >= LIMIT_MARGIN * most / 60 > 120
+    assert limits() == {"u55": expected, "u85": expected}
+    assert limits("--set-resources", "verify_numerics:runtime=7") == {"u55": 7, "u85": 7}

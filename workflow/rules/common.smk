@@ -471,3 +471,20 @@ def all_outputs(wildcards):
 # broken model is reported in a run's first seconds and the long lowerings start early
 # (docs/how-it-works.md, measured in docs/performance.md).
 PRIORITY = {"export": 50, "quantize": 40, "lower": 30, "verify": 20}
+
+
+# ---- how long a job may run ----------------------------------------------------------------------
+
+# What each job of the zoo presets' models cost on this project's machine (estimate.MEASURED_COSTS)
+KNOWN_COSTS = ethosweep_estimate.KnownCosts.read()
+
+
+def known_cost_key(wildcards):
+    """A job of one model: its key in the costs measured on this project's machine (estimate.MEASURED_COSTS)."""
+    spec = SWEEP.models.get(wildcards.get("model"))
+    return ethosweep_estimate.job_key(spec.as_params(), wildcards) if spec else None
+
+
+def wall_clock_limit(rule):
+    """A `runtime` resource that follows the job's measured cost (ethosweep.runtime.estimate.time_limit)."""
+    return ethosweep_estimate.time_limit(rule, KNOWN_COSTS, known_cost_key, workflow)

@@ -29,7 +29,7 @@ def say_what_the_run_will_do():
         [(job.rule.name, str(job.log[0]) if job.log else None) for job in dag.jobs]
     )
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
-    about = ethosweep_estimate.estimate(planned, cores, measured, ethosweep_estimate.KnownCosts.read())
+    about = ethosweep_estimate.estimate(planned, cores, measured, KNOWN_COSTS)
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
     tell_the_progress_line({job.jobid: cost for job, cost in zip(jobs, about.costs)})
     bound_memory([int(job.resources.get("mem_mb", 0) or 0) for job in jobs], cores)
@@ -41,12 +41,6 @@ def tell_the_progress_line(seconds_by_job):
     logger = sys.modules.get("snakemake_logger_plugin_ethosweep")
     if logger is not None:
         logger.expect(seconds_by_job)
-
-
-def known_cost_key(wildcards):
-    """A job of one model: its key in the costs measured on this project's machine (estimate.MEASURED_COSTS)."""
-    spec = SWEEP.models.get(wildcards.get("model"))
-    return ethosweep_estimate.job_key(spec.as_params(), wildcards) if spec else None
 
 
 def bound_memory(job_mb, cores):

@@ -28,6 +28,7 @@ rule verify_numerics:
     threads: 1
     resources:
         mem_mb=2000,
+        runtime=wall_clock_limit("verify_numerics"),
     params:
         stage="ethosweep.verify.numerics:verify_numerics",
         # results shared between results folders and checkouts, if a store is set (docs/cache.md)

@@ -7,8 +7,8 @@ else the median of its rule's jobs measured in this folder; else the stage's mea
 matrix on this project's machine (STAGE_SECONDS; docs/performance.md). CPU seconds, not wall: a
 job's wall time grows with what else ran beside it, its CPU time does not. The jobs are then
 scheduled as Snakemake does (ready jobs by priority onto the cores, each after the jobs it needs),
-which bounds the run by its longest chain as well as by its total. Torch-free: the workflow calls
-it while it starts.
+which bounds the run by its longest chain as well as by its total. The same costs set a verify
+job's wall-clock limit (time_limit). Torch-free: the workflow calls it while it starts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import csv
 import hashlib
 import heapq
 import json
+import math
+import os
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -52,6 +54,9 @@ DONE = re.compile(r"^ethosweep: done in [\d.]+ s \(CPU ([\d.]+) s", re.M)
 # (written by perf/measured_costs.py from a run's logs): a zoo model's lowering costs minutes where
 # the default matrix's costs seconds, so a new folder's estimate needs its own model's figures.
 MEASURED_COSTS = Path(__file__).with_name("measured_costs.csv")
+# A job's wall-clock limit over its expected wall time: the expected CPU seconds of a verify job are a
+# one-sample projection, which whole jobs exceeded by up to 1.7x (docs/performance.md)
+LIMIT_MARGIN = 3
 
 
 @dataclass
@@ -143,6 +148,7 @@ class KnownCosts:
             self.known[row["rule"], row["fingerprint"], row["wildcards"]] = seconds
             alike.setdefault((row["rule"], row["fingerprint"], row["wildcards"].split("/")[0]), []).append(seconds)
         self.alike = {key: statistics.median(times) for key, times in alike.items()}
+        self.most = {key: max(times) for key, times in alike.items()}
 
     @classmethod
     def read(cls, path: Path = MEASURED_COSTS) -> KnownCosts:
@@ -162,6 +168,48 @@ class KnownCosts:
                 return known + JOB_OVERHEAD_SECONDS
         found = self.alike.get((job.stage, fingerprint, parts[0]))
         return None if found is None else found + JOB_OVERHEAD_SECONDS
+
+    def most_seconds(self, job: Job) -> float | None:
+        """The most any job of this rule, model and scheme cost: a bound for a job that may cost
+        what its sibling did (a u85 verification recorded as taken from the u55 one, 0 s, is not
+        taken where the lowerings differ)."""
+        if job.key is None:
+            return None
+        fingerprint, rest = job.key
+        return self.most.get((job.stage, fingerprint, rest.split("/")[0]))
+
+
+def time_limit(rule: str, known: KnownCosts, key_of, workflow):
+    """An input function for a rule's `runtime` resource (minutes): wall_clock_minutes of the most a
+    job of its model and scheme cost on this project's machine, the profile's default where that is
+    unknown. The default matrix's jobs fit the default, but one verification of a zoo model costs
+    100 min of a core, and `--cores 8` on 2 cores shares each core between 4 jobs. `key_of` gives a
+    job's job_key from its wildcards; `--set-resources RULE:runtime=M` still wins."""
+
+    def minutes(wildcards) -> float:
+        floor = default_resource(workflow, "runtime")
+        cost = known.most_seconds(Job(stage=rule, log=None, key=key_of(dict(wildcards.items()))))
+        if floor is None or cost is None:
+            return floor or 0  # 0: no limit (ethosweep.runtime.supervise)
+        sharing = (workflow.cores or 1) / (os.cpu_count() or 1) if workflow.local_exec else 1
+        return wall_clock_minutes(cost, sharing, floor)
+
+    return minutes
+
+
+def default_resource(workflow, name: str) -> float | None:
+    """A number from `default-resources` (the profile's or `--default-resources`), else None."""
+    try:
+        value = workflow.resource_settings.default_resources[name].value
+    except (TypeError, KeyError, AttributeError):
+        return None
+    return value if isinstance(value, (int, float)) else None
+
+
+def wall_clock_minutes(cpu_seconds: float, jobs_per_core: float, floor_minutes: float) -> int:
+    """A job's wall-clock limit: LIMIT_MARGIN times its expected wall time (its CPU seconds times
+    the jobs that share its core), never below `floor_minutes` (the profile's default)."""
+    return max(math.ceil(floor_minutes), math.ceil(LIMIT_MARGIN * cpu_seconds * max(1.0, jobs_per_core) / 60))
 
 
 def job_costs(
