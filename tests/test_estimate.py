@@ -38,6 +38,37 @@ def test_a_run_is_its_longest_chain_or_its_work_over_the_cores(tmp_path):
     assert "every job's time measured here" in two.said() and two.said().startswith("about 2 min on 2 cores")
 
 
+def test_a_chain_longer_than_the_runs_work_over_its_cores_starts_first():
+    """The deployed zoo's shape, small: many models whose lowering is followed by their cells (Vela,
+    above verification in the rules' order) and a short verification, and one model whose
+    verification is a long chain. On 8 cores the rules' order leaves that chain for the end, and it
+    bounds the run; chain_first starts it first. On 1 core the order cannot shorten the run, and the
+    rules' order stays: the cells come before every verification."""
+    from ethosweep.runtime.estimate import CHAIN_FIRST, chain_first, ends
+
+    jobs, costs = [], []
+
+    def add(stage, priority, seconds, needs=()):
+        jobs.append(Job(stage, None, priority=priority, needs=list(needs)))
+        costs.append(seconds)
+        return len(jobs) - 1
+
+    for model in range(12):
+        lower = add("lower_to_tosa", 30, 100)
+        add("verify_numerics", 20, 2000 if model == 11 else 20, [lower])
+        for _ in range(10):
+            add("compile_with_vela", 25, 2, [lower])
+    rules = [job.priority for job in jobs]
+    long_chain = [i for i, job in enumerate(jobs) if costs[i] == 2000]
+    priorities, seconds = chain_first(jobs, costs, 8, "compile_with_vela")
+    # the long model's lowering and verification start first: the run is its chain, 2,100 s
+    assert seconds == max(ends(jobs, costs, 8, priorities)) == 2100
+    assert max(ends(jobs, costs, 8, rules)) > 2100  # its lowering waited behind others (lowering ranks above verify)
+    assert priorities[long_chain[0]] >= CHAIN_FIRST and priorities[long_chain[0] - 1] >= CHAIN_FIRST
+    one_core, _ = chain_first(jobs, costs, 1, "compile_with_vela")
+    assert one_core == rules
+
+
 def test_an_unmeasured_stage_costs_its_median_on_this_machine():
     cold = estimate([Job("lower_to_tosa", None), Job("compile_with_vela", None, needs=[0])], 2, {})
     assert cold.seconds == STAGE_SECONDS["lower_to_tosa"] + STAGE_SECONDS["compile_with_vela"] and cold.measured == 0

@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, the matrix, input functions.
 # The matrix is built once, here, by ethosweep.matrix.expand; nothing below imports torch,
 # so parsing the workflow (and a no-op run) stays fast.
+import dataclasses
 import os
 import re
 import shutil
@@ -468,9 +469,10 @@ def all_outputs(wildcards):
 
 # With more jobs ready than cores, Snakemake starts those of higher priority first, else the largest
 # inputs, so a model's small export would wait behind others' lowerings. Pipeline order instead: a
-# broken model is reported in a run's first seconds and the long lowerings start early
-# (docs/how-it-works.md, measured in docs/performance.md).
-PRIORITY = {"export": 50, "quantize": 40, "lower": 30, "verify": 20}
+# broken model is reported in a run's first seconds, the long lowerings start early, and a lowered
+# model's cells (what fits) come before its verification. A run raises the jobs on chains that would
+# bound it (say_what_the_run_will_do; docs/how-it-works.md, measured in docs/performance.md).
+PRIORITY = {"export": 50, "quantize": 40, "lower": 30, "vela": 25, "verify": 20}
 
 
 # ---- how long a job may run ----------------------------------------------------------------------

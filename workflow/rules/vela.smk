@@ -56,6 +56,7 @@ rule compile_with_vela:
     # a cell's short chain (this, then its bundle) runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
+    priority: PRIORITY["vela"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

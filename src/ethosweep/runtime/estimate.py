@@ -239,14 +239,17 @@ def job_costs(
 def schedule(jobs: list[Job], costs: list[float], cores: int) -> float:
     """The run's wall seconds when ready jobs start by priority (then the longest first) as cores
     free up: list scheduling, as Snakemake's greedy scheduler does."""
+    return max(ends(jobs, costs, cores, [job.priority for job in jobs]), default=0.0)
+
+
+def ends(jobs: list[Job], costs: list[float], cores: int, priorities: list[float]) -> list[float]:
+    """When each job ends, in schedule's list scheduling with these priorities."""
     waiting = [len(job.needs) for job in jobs]
-    followers: list[list[int]] = [[] for _ in jobs]
-    for index, job in enumerate(jobs):
-        for need in job.needs:
-            followers[need].append(index)
-    ready = [(-job.priority, -costs[i], i) for i, job in enumerate(jobs) if not job.needs]
+    followers = _followers(jobs)
+    ready = [(-priorities[i], -costs[i], i) for i, job in enumerate(jobs) if not job.needs]
     heapq.heapify(ready)
     running: list[tuple[float, int]] = []  # (ends at, job)
+    ended = [0.0] * len(jobs)
     now, free = 0.0, cores
     while ready or running:
         while ready and free >= min(jobs[ready[0][2]].threads, cores):
@@ -254,12 +257,82 @@ def schedule(jobs: list[Job], costs: list[float], cores: int) -> float:
             free -= min(jobs[index].threads, cores)
             heapq.heappush(running, (now + costs[index], index))
         now, index = heapq.heappop(running)
+        ended[index] = now
         free += min(jobs[index].threads, cores)
         for follower in followers[index]:
             waiting[follower] -= 1
             if waiting[follower] == 0:
-                heapq.heappush(ready, (-jobs[follower].priority, -costs[follower], follower))
-    return now
+                heapq.heappush(ready, (-priorities[follower], -costs[follower], follower))
+    return ended
+
+
+def _followers(jobs: list[Job]) -> list[list[int]]:
+    followers: list[list[int]] = [[] for _ in jobs]
+    for index, job in enumerate(jobs):
+        for need in job.needs:
+            followers[need].append(index)
+    return followers
+
+
+# ---- the order jobs start in ----------------------------------------------------------------------
+
+# The priority of a job whose chain of work starts first (above every rule's own)
+CHAIN_FIRST = 1000
+# Chains longer than these shares of the run's work over its cores start first (None: none does):
+# the candidate orders, each scheduled on the measured costs
+CHAIN_SHARES = (None, 0.5, 0.3, 0.2, 0.1)
+# a candidate order at most this much longer than the shortest counts as short as it
+SAME_LENGTH = 0.01
+
+
+def chains(jobs: list[Job], costs: list[float]) -> list[float]:
+    """Each job's chain: the most work that must run one job after another from its start to the
+    run's end, its own included (the critical-path length of list scheduling)."""
+    followers = _followers(jobs)
+    chain = [0.0] * len(jobs)
+    for index in reversed(_in_order(jobs, followers)):
+        chain[index] = costs[index] + max((chain[f] for f in followers[index]), default=0.0)
+    return chain
+
+
+def _in_order(jobs: list[Job], followers: list[list[int]]) -> list[int]:
+    """The jobs' indices, each after the jobs it needs."""
+    waiting = [len(job.needs) for job in jobs]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    order = []
+    while ready:
+        index = ready.pop()
+        order.append(index)
+        for follower in followers[index]:
+            waiting[follower] -= 1
+            if waiting[follower] == 0:
+                ready.append(follower)
+    return order
+
+
+def chain_first(jobs: list[Job], costs: list[float], cores: int, results: str) -> tuple[list[float], float]:
+    """Priorities for the run, and its wall seconds with them. The rules' order (pipeline order, the
+    cells' `results` rule before verification) gets answers out early, but where one model's chain of
+    jobs is longer than the run's work over its cores it leaves that chain to the end, and the chain
+    bounds the run (the deployed zoo on 8 cores: 4.2 h against 3.6 h). So the chains longer than a
+    share of that work start first, longest first; of the shares in CHAIN_SHARES, the one whose run
+    is shortest, and of the about as short (SAME_LENGTH), the one that ends half the `results` jobs
+    soonest (docs/performance.md, "The order jobs start in")."""
+    chain = chains(jobs, costs)
+    work = sum(costs) / max(1, cores)
+    firsts = [i for i, job in enumerate(jobs) if job.stage == results]
+    candidates = []
+    for share in CHAIN_SHARES:
+        priorities = [
+            job.priority if share is None or chain[i] <= share * work else max(job.priority, CHAIN_FIRST + chain[i])
+            for i, job in enumerate(jobs)
+        ]
+        ended = ends(jobs, costs, max(1, cores), priorities)
+        answers = statistics.median([ended[i] for i in firsts]) if firsts else 0.0
+        candidates.append((max(ended, default=0.0), answers, priorities))
+    shortest = min(end for end, _, _ in candidates)
+    end, _, priorities = min((c for c in candidates if c[0] <= shortest * (1 + SAME_LENGTH)), key=lambda c: c[1])
+    return priorities, end
 
 
 def estimate(

@@ -116,3 +116,15 @@ def _allocated_cpus() -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return 1
+
+
+def set_priorities(dag, jobs, priorities) -> bool:
+    """Give the planned `jobs` these priorities (ethosweep.runtime.estimate.chain_first) before the
+    scheduler starts: Snakemake takes a rule's priority as a number or a function of the job's
+    wildcards, where a job's chain is a property of the whole DAG. False (and nothing changed) where
+    this Snakemake's DAG keeps its jobs' priorities otherwise."""
+    table = getattr(dag, "_priority", None)
+    if not isinstance(table, dict) or not all(job in table for job in jobs):
+        return False
+    table.update(zip(jobs, priorities))
+    return True
