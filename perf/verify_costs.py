@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "perf"))
 from ethosweep.runtime.errors import StageError  # noqa: E402
 from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, MEASURED_COSTS, job_key, recorded_seconds  # noqa: E402
 from ethosweep.runtime.isolation import call_in_child  # noqa: E402
-from ethosweep.verify.job import OtherVerification, VerifyFiles  # noqa: E402
+from ethosweep.verify.job import SAME_AS_REPORT, OtherVerification, VerifyFiles  # noqa: E402
 from ethosweep.verify.numerics import ThreePaths, profile_verified_alike  # noqa: E402
 from ethosweep.verify.quantization_loss import layer_report  # noqa: E402
 from ethosweep.verify.reference import NpuInterpreter  # noqa: E402
@@ -116,7 +116,10 @@ def rows(run: Path, samples: int, only: list[str]) -> list[dict]:
         job = recorded_seconds(str(run / "logs" / "verify" / model / scheme / f"{profile}.log"))
         report = results / "verify" / model / scheme / profile / "verify.json"
         if job is not None and report.exists():  # what the job ran on: a model with data has more samples
-            row["samples"] = json.loads(report.read_text()).get("samples", samples)
+            record = json.loads(report.read_text())
+            if SAME_AS_REPORT in record:  # the u55 profile's (ethosweep.verify.numerics)
+                record = json.loads((run / record[SAME_AS_REPORT]).read_text())
+            row["samples"] = record.get("samples", samples)
         if verifies_what_u55_did(results, model, scheme, profile):
             row["projected s"] = 0.0  # the u55 profile's verification, taken
         else:

@@ -740,13 +740,13 @@ def test_a_random_weight_model_on_random_data_gets_a_judged_verdict(tmp_path):
 def test_the_u85_profile_takes_the_u55_verification_where_both_verify_the_same_program_tosa_and_delegation(
     tmp_path,
 ):
+    from ethosweep.results.table import verification_of
     from ethosweep.verify.chain import export, lower, quantize, verify
 
     export(tmp_path, {"name": "mnist", "file": "models/mnist.py"})
     quantize(tmp_path, "u55", profile="u55")
     quantize(tmp_path, "u85", profile="u85", same_as="u55")
     lowered = {profile: lower(tmp_path, profile, profile=profile) for profile in ("u55", "u85")}
-    u55 = verify(tmp_path, "u55", lowered["u55"])
     other = {
         "report": str(tmp_path / "u55.json"),
         "bundle_io": str(tmp_path / "u55_io.pt"),
@@ -757,9 +757,16 @@ def test_the_u85_profile_takes_the_u55_verification_where_both_verify_the_same_p
     }
     shared = dict(quantize_meta=str(tmp_path / "u85.quantize.json"), delegation=str(lowered["u85"] / "delegation.json"))
     shared |= {f"same_as_{key}": path for key, path in other.items()}  # as the workflow names them
+    # decided from the two lowerings, before the u55 verification has run (its job need not wait)
     u85 = verify(tmp_path, "u85", lowered["u85"], **shared)
-    assert u85["same_as"].startswith("the u55 profile's verification")
-    assert (tmp_path / "u85_io.pt").read_bytes() == (tmp_path / "u55_io.pt").read_bytes()
+    assert u85["same_as"].startswith("the u55 profile's verification") and u85["same_as_report"] == other["report"]
+    assert not (tmp_path / "u55.json").exists()
+    u55 = verify(tmp_path, "u55", lowered["u55"])
+    # read as every reader of a cell's verification reads it: the u55 record, said to be that
+    compiled = {"partitions": u55["tosa_partitions"]}
+    read, why = verification_of(compiled, "", str(tmp_path / "u85.json"), None)
+    assert why == "" and read == {**u55, "same_as": u85["same_as"]}
+    assert torch.load(tmp_path / "u85_io.pt", weights_only=True) == {"same_as": other["bundle_io"]}
 
     # what makes it sound: verified on its own, the u85 profile gets the same record
     alone = verify(tmp_path, "u85", lowered["u85"])

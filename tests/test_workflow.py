@@ -280,6 +280,13 @@ def test_bundleio_programs_carry_real_inputs_and_expected_outputs(tiny_sweep):
     data = __import__("torch").load(tiny_sweep / "results/verify/mnist_digits/int8/u55/bundle_io.pt", weights_only=True)
     assert len(data["inputs"]) == 4 and data["inputs"][0][0].shape == (1, 1, 28, 28)
     assert float(data["inputs"][0][0].max()) > 0.5  # a digit, not a tensor of ones
+    # MNIST's u85 verification is its u55 one's (a record naming it): its cells carry the same cases
+    suites = [
+        deserialize_from_flatbuffer_to_bundled_program(path.read_bytes()).method_test_suites[0]
+        for path in sorted((tiny_sweep / "results/bundle/mnist/int8").glob("*/*/*/model.bpte"))
+    ]
+    assert len(suites) == 2 and len(suites[0].test_cases) == 4 and suites[0].test_cases == suites[1].test_cases
+    assert "same_as_report" in read_json(tiny_sweep / "results/verify/mnist/int8/u85/verify.json")
 
 
 def test_boards_get_a_fit_verdict_with_margins_on_real_numbers(tiny_sweep):

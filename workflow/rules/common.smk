@@ -124,14 +124,8 @@ wildcard_constraints:
 
 
 def cell_of(wildcards):
-    return SWEEP.cell(
-        wildcards.model,
-        wildcards.quant,
-        wildcards.target,
-        wildcards.system_config,
-        wildcards.memory_mode,
-        wildcards.vela_tag,
-    )
+    w = wildcards
+    return SWEEP.cell(w.model, w.quant, w.target, w.system_config, w.memory_mode, w.vela_tag)
 
 
 def cell_paths(pattern, cells=None):
@@ -282,16 +276,8 @@ def numerics(key):
 
 
 # The verify stage's settings (verify_numerics's keyword arguments), for every rule that verifies.
-VERIFY_SETTINGS = (
-    "evaluation_samples",
-    "random_samples",
-    "min_agreement",
-    "max_error_steps",
-    "max_error_steps_int16",
-    "min_cosine",
-    "max_relative_error",
-    "bundle_samples",
-)
+VERIFY_SETTINGS = ("evaluation_samples", "random_samples", "min_agreement", "max_error_steps")
+VERIFY_SETTINGS += ("max_error_steps_int16", "min_cosine", "max_relative_error", "bundle_samples")
 
 
 def verify_settings(wildcards):
@@ -349,24 +335,46 @@ def quantization_to_share(wildcards):
 
 
 def verification_to_share(wildcards):
-    """The u85 profile's verification starts from the u55 one's where the matrix has both: where
-    both verify the same quantized program, TOSA and delegation, it is the same verification (see
-    ethosweep/verify/numerics.py). Only where the matrix has both, unlike the quantization: taking it
-    needs the u55 lowering, which an Ethos-U85-only matrix would otherwise not make. (Adding the
-    first U55 cell to such a model reruns its u85 verification, and only that.)"""
-    other = STARTS_FROM.get(wildcards.tosa_profile)
-    if other is None or (wildcards.model, wildcards.quant, other) not in PROFILES_SWEPT:
+    """The u85 profile's verification is the u55 one's where the matrix has both and both verify the
+    same quantized program, TOSA and delegation (ethosweep/verify/numerics.py). That is decided from
+    the two lowerings, so the u85 job waits for the u55 lowering, never for its verification (one
+    of a large model's takes hours): it then writes where the u55 one's will be (the params).
+    Only where the matrix has both, unlike the quantization: an Ethos-U85-only matrix would
+    otherwise not lower for u55. (Adding the first U55 cell to such a model reruns its u85
+    verification, and only that.)"""
+    other = profile_shared(wildcards.model, wildcards.quant, wildcards.tosa_profile)
+    if other is None:
         return {}
     own = wildcards.tosa_profile
     return {
         "quantize_meta": in_profile(f"results/quantize/{PROFILE}/quantize.json", wildcards, own),
         "delegation": in_profile(f"{LOWERED}/delegation.json", wildcards, own),
-        "same_as_report": in_profile(f"{VERIFY}/verify.json", wildcards, other),
-        "same_as_bundle_io": in_profile(f"{VERIFY}/bundle_io.pt", wildcards, other),
         "same_as_lower_meta": in_profile(f"{LOWERED}/lower.json", wildcards, other),
         "same_as_tosa_sources": in_profile(f"{LOWERED}/tosa_sources.json", wildcards, other),
         "same_as_delegation": in_profile(f"{LOWERED}/delegation.json", wildcards, other),
     }
+
+
+def profile_shared(model, quant, profile):
+    """The profile whose verification this profile's may be (see verification_to_share), or None."""
+    other = STARTS_FROM.get(profile)
+    return other if other is not None and (model, quant, other) in PROFILES_SWEPT else None
+
+
+def shared_verification(name):
+    """A param: where the profile's verification may be (its output `name`), '' for none."""
+
+    def path(wildcards):
+        other = profile_shared(wildcards.model, wildcards.quant, wildcards.tosa_profile)
+        return in_profile(f"{VERIFY}/{name}", wildcards, other) if other else ""
+
+    return path
+
+
+def shared_bundle_io(wildcards):
+    """A cell's bundle: the other profile's test cases too, where its profile's may be those."""
+    other = profile_shared(wildcards.model, wildcards.quant, ethosweep_targets.tosa_profile(wildcards.target))
+    return {"shared_bundle_io": in_profile(f"{VERIFY}/bundle_io.pt", wildcards, other)} if other else {}
 
 
 def of_profile(pattern):

@@ -53,10 +53,10 @@ rule compile_with_vela:
         f"logs/vela/{CELL}.log",
     benchmark:
         f"benchmarks/vela/{CELL}.tsv"
+    priority: PRIORITY["vela"]
     # a cell's short chain (this, then its bundle) runs as one cluster job (group-components in the SLURM profile)
     group:
         "cell"
-    priority: PRIORITY["vela"]
     conda:
         "../../envs/ethosweep.yaml"
     threads: 1

@@ -5,8 +5,8 @@
 # quantized program, TOSA and delegation.
 rule verify_numerics:
     input:
-        # u85: the u55 profile's verification and what it verified (same_as_*), read even when
-        # they are failure records (then this profile verifies on its own)
+        # u85: the u55 profile's lowering (same_as_*), read even when it is a failure record
+        # (then this profile verifies on its own)
         unpack(verification_to_share),
         program="results/export/{model}/program.pt2",
         inputs="results/export/{model}/inputs.pt",
@@ -33,9 +33,10 @@ rule verify_numerics:
         stage="ethosweep.verify.numerics:verify_numerics",
         # results shared between results folders and checkouts, if a store is set (docs/cache.md)
         cache=True,
-        reads_failures=[
-            f"same_as_{name}" for name in ("report", "bundle_io", "lower_meta", "tosa_sources", "delegation")
-        ],
+        reads_failures=[f"same_as_{name}" for name in ("lower_meta", "tosa_sources", "delegation")],
+        # where this profile's verification may be, if it is the u55 one's (verification_to_share)
+        same_as_report=shared_verification("verify.json"),
+        same_as_bundle_io=shared_verification("bundle_io.pt"),
         # the model's data and every numerics setting (common.smk): a change to one reruns this
         settings=verify_settings,
         repro=verify_repro_folder,
@@ -80,6 +81,8 @@ rule verify_fallbacks:
 # Only requested with `numerics: {bundleio: true}`.
 rule bundle_program:
     input:
+        # u85: the u55 profile's test cases too, where the verification is its (shared_bundle_io)
+        unpack(shared_bundle_io),
         pte=f"{COMPILED}/model.pte",
         meta=f"{COMPILED}/compile.json",
         bundle_io=of_profile(f"{VERIFY}/bundle_io.pt"),

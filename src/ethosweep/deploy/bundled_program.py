@@ -18,7 +18,9 @@ from ethosweep.runtime.io import atomic_write_bytes, read_json
 log = logging.getLogger(__name__)
 
 
-def bundle_program(pte: str, meta: str, bundle_io: str, bpte: str) -> dict:
+def bundle_program(pte: str, meta: str, bundle_io: str, bpte: str, shared_bundle_io: str | None = None) -> dict:
+    """`shared_bundle_io`: the other TOSA profile's test cases, where the profile's verification is
+    that one's (its bundle_io then says so)."""
     from executorch.devtools import BundledProgram
     from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
     from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
@@ -26,6 +28,8 @@ def bundle_program(pte: str, meta: str, bundle_io: str, bpte: str) -> dict:
     lowered = read_json(meta)
     verify(pte, lowered["pte_bytes"], lowered["pte_sha256"], "the vela stage")
     data = torch.load(bundle_io, weights_only=True)
+    if "same_as" in data:
+        data = torch.load(shared_bundle_io, weights_only=True)
     cases = [MethodTestCase(inputs=list(x), expected_outputs=list(y)) for x, y in zip(data["inputs"], data["expected"])]
     bundled = BundledProgram(None, [MethodTestSuite(method_name="forward", test_cases=cases)], pte_file_path=pte)
     atomic_write_bytes(bpte, serialize_from_bundled_program_to_flatbuffer(bundled))

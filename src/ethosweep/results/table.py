@@ -14,6 +14,7 @@ from pathlib import Path
 from ethosweep.matrix.cell import Cell, cell_id
 from ethosweep.runtime.io import read_json
 from ethosweep.runtime.outcome import describe, failure_of
+from ethosweep.verify.job import SAME_AS_REPORT
 
 CELL_FIELDS = ("model", "quantization", "target", "system_config", "memory_mode")
 # A cell is also keyed by the Vela version that compiled it (several when `vela.versions` sweeps them).
@@ -59,6 +60,10 @@ def verification_of(
     if failed is not None:
         return None, describe(failed)
     verified = read_json(verify_report)
+    if SAME_AS_REPORT in verified:  # the other profile's verification (ethosweep.verify.numerics)
+        if (failed := failure_of(verified[SAME_AS_REPORT])) is not None:
+            return None, f"{describe(failed)} ({verified['same_as']})"
+        verified = {**read_json(verified[SAME_AS_REPORT]), "same_as": verified["same_as"]}
     why = not_the_verified_program(lowered, verified)
     return (None, why) if why else (verified, "")
 

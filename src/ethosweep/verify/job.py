@@ -26,9 +26,15 @@ class VerifyFiles:
     repro: str | None = None  # where a crash of the reference model leaves its reproducer
 
 
+# The key of a verification record that is another profile's: that record's path (relative to the
+# results folder's parent, as the jobs see it)
+SAME_AS_REPORT = "same_as_report"
+
+
 @dataclass(frozen=True)
 class OtherVerification:
-    """The other profile's verification and what it verified (the rule's `same_as_*` items)."""
+    """The other profile's lowering (read) and where its verification will be (written by its own
+    job, maybe later): the rule's `same_as_*` items."""
 
     prefix: ClassVar[str] = "same_as_"
     report: str | None = None

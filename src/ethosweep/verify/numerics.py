@@ -38,7 +38,7 @@ from ethosweep.runtime.integrity import verify as verify_artifact
 from ethosweep.runtime.io import atomic_write_bytes, read_json, write_json
 from ethosweep.runtime.outcome import failure_of
 from ethosweep.runtime.provenance import tool_versions
-from ethosweep.verify.job import NumericsSettings, OtherVerification, VerifyFiles
+from ethosweep.verify.job import SAME_AS_REPORT, NumericsSettings, OtherVerification, VerifyFiles
 from ethosweep.verify.locate import (
     locate,
 )
@@ -60,12 +60,14 @@ def tosa_partitions(graph_module) -> list[bytes]:
 
 
 def profile_verified_alike(files: VerifyFiles, other: OtherVerification) -> str | None:
-    """The other profile, if its verification verified what this one would: the same quantized
+    """The other profile, if its verification verifies what this one would: the same quantized
     program (the quantize stage took the other profile's, `same_as`), byte-identical TOSA
     partitions delegating the same operators (the same delegation table and TOSA tensor sources),
     so the same three paths run on the same samples. (The edge programs differ only in the
-    delegates' compile specs and ids.) Any record of a failure among them: not alike (None)."""
-    paths = [files.quantize_meta, files.lower_meta, files.tosa_sources, files.delegation, *dataclasses.astuple(other)]
+    delegates' compile specs and ids.) Read from the two lowerings, not from the verification,
+    which may not have run yet. Any record of a failure among them: not alike (None)."""
+    paths = [files.quantize_meta, files.lower_meta, files.tosa_sources, files.delegation]
+    paths += [other.lower_meta, other.tosa_sources, other.delegation]
     if not all(paths) or any(failure_of(path) is not None for path in paths):
         return None
     if "same_as" not in read_json(files.quantize_meta):
@@ -79,11 +81,17 @@ def profile_verified_alike(files: VerifyFiles, other: OtherVerification) -> str 
     return theirs.get("tosa_profile") if alike else None
 
 
-def _take_verification(other: OtherVerification, profile: str, files: VerifyFiles, started: float) -> dict:
-    record = read_json(other.report)
-    record["same_as"] = f"the {profile} profile's verification (same quantized program, TOSA partitions and delegation)"
-    record["seconds"] = {"load": 0.0, "total": round(time.perf_counter() - started, 2)}
-    atomic_write_bytes(files.bundle_io, Path(other.bundle_io).read_bytes())
+def _point_to(other: OtherVerification, profile: str, files: VerifyFiles, started: float) -> dict:
+    """This profile's verification is the other one's: a record that says where it is (read through
+    ethosweep.results.table.verification_of) and test cases that point to its."""
+    record = {
+        "same_as": f"the {profile} profile's verification (same quantized program, TOSA partitions and delegation)",
+        SAME_AS_REPORT: other.report,
+        "seconds": {"load": 0.0, "total": round(time.perf_counter() - started, 2)},
+    }
+    buffer = io.BytesIO()
+    torch.save({"same_as": other.bundle_io}, buffer)
+    atomic_write_bytes(files.bundle_io, buffer.getvalue())
     write_json(files.report, record)
     log.info("verified: the same as the other profile's verification (%s)", other.report)
     return record
@@ -99,7 +107,7 @@ def verify_numerics(
     started = time.perf_counter()
     alike = same_as.given() and profile_verified_alike(files, same_as)
     if alike:
-        return _take_verification(same_as, alike, files, started)
+        return _point_to(same_as, alike, files, started)
     thresholds = settings.thresholds()
     paths = ThreePaths.load(files.program, files.quantized, files.edge, files.lower_meta)
     example_inputs = load_tensors(files.inputs)
