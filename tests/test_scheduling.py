@@ -64,3 +64,34 @@ def test_a_run_with_jobs_waiting_for_a_core_does_not_poll_them(tmp_path):
     # 121 jobs, each ending in a round (and a timer's a second): about one selection per job
     assert patched[0] <= 121 + 20 and patched[1] <= 5, patched
     assert as_is[0] > 2 * patched[0] and as_is[1] > 50, as_is
+
+
+RAISED = """
+import sys
+sys.path.insert(0, {src!r})
+from ethosweep.runtime.scheduling import set_priorities
+
+rule all:
+    input: "first", "second"
+rule first:
+    output: "first"
+    priority: 10
+    shell: "echo first >> order; touch {{output}}"
+rule second:
+    output: "second"
+    shell: "echo second >> order; touch {{output}}"
+onstart:
+    jobs = [job for job in workflow.dag.needrun_jobs() if job.rule.name == "second"]
+    assert set_priorities(workflow.dag, jobs, [1000])
+"""
+
+
+def test_priorities_set_when_the_run_starts_are_what_the_scheduler_follows(tmp_path):
+    """ethosweep.runtime.estimate.chain_first's priorities reach Snakemake through its DAG's own
+    table (set_priorities): on one core, the job raised at the start runs before the one its rule
+    ranks higher."""
+    (tmp_path / "Snakefile").write_text(RAISED.format(src=str(REPO / "src")))
+    command = [sys.executable, "-m", "snakemake", "--cores", "1", "--scheduler", "greedy", "--quiet", "all"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "order").read_text().split() == ["second", "first"]
