@@ -23,6 +23,7 @@ from ethosweep.results.table import (
     NOT_VERIFIED_REASON,
     cell_delegation,
     verification_of,
+    verified_path,
 )
 from ethosweep.runtime.io import atomic_write_text, read_json
 from ethosweep.runtime.outcome import describe, failure_of
@@ -478,7 +479,8 @@ def summarize(cells: list[dict], outputs: CellOutputs, summary: str, runs: Runs 
             extra = firmware_columns(read_json(plan), run)
         if state is not None:
             extra.update(npu_runner_columns(linked, state))
-        extra["recorded_failures"] = "; ".join(recorded_outputs(paths[5], run, linked))
+        # a verification that is another profile's: that one's failure too
+        extra["recorded_failures"] = "; ".join(recorded_outputs(paths[5], verified_path(paths[5]), run, linked))
         rows += [{**row, **extra} for row in cell_rows(cell, *paths)]
     write_summary(rows, summary)
     return rows

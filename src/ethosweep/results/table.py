@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from ethosweep.matrix.cell import Cell, cell_id
@@ -59,13 +61,32 @@ def verification_of(
     failed = failure_of(verify_report)
     if failed is not None:
         return None, describe(failed)
-    verified = read_json(verify_report)
-    if SAME_AS_REPORT in verified:  # the other profile's verification (ethosweep.verify.numerics)
-        if (failed := failure_of(verified[SAME_AS_REPORT])) is not None:
-            return None, f"{describe(failed)} ({verified['same_as']})"
-        verified = {**read_json(verified[SAME_AS_REPORT]), "same_as": verified["same_as"]}
+    held = verified_path(verify_report)
+    if held != verify_report:  # the other profile's verification (ethosweep.verify.numerics)
+        same_as = read_json(verify_report)["same_as"]
+        if (failed := failure_of(held)) is not None:
+            return None, f"{describe(failed)} ({same_as})"
+        verified = {**read_json(held), "same_as": same_as}
+    else:
+        verified = read_json(verify_report)
     why = not_the_verified_program(lowered, verified)
     return (None, why) if why else (verified, "")
+
+
+def verified_path(verify_report: str | None) -> str | None:
+    """The record that holds a profile's verification: its own, or the other profile's that it
+    names (SAME_AS_REPORT). Read once per record and version: every cell of a profile asks."""
+    if not verify_report:
+        return verify_report
+    stat = os.stat(verify_report)
+    return _held(verify_report, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4096)
+def _held(path: str, _mtime_ns: int, _size: int) -> str:
+    if failure_of(path) is not None:
+        return path
+    return read_json(path).get(SAME_AS_REPORT, path)
 
 
 def cell_delegation(lowered: dict, delegation: dict) -> dict:
