@@ -31,7 +31,9 @@ def say_what_the_run_will_do():
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
     about = ethosweep_estimate.estimate(planned, cores, measured, KNOWN_COSTS)
     # the jobs on chains that would otherwise bound the run start first (ethosweep.runtime.estimate)
-    priorities, seconds = ethosweep_estimate.chain_first(planned, list(about.costs), cores, "compile_with_vela")
+    priorities, seconds = ethosweep_estimate.chain_first(
+        planned, list(about.costs), cores, "compile_with_vela", first=PRIORITY["export"]
+    )
     if ethosweep_scheduling.set_priorities(dag, jobs, priorities):
         about = dataclasses.replace(about, seconds=seconds)
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)

@@ -310,29 +310,40 @@ def _in_order(jobs: list[Job], followers: list[list[int]]) -> list[int]:
     return order
 
 
-def chain_first(jobs: list[Job], costs: list[float], cores: int, results: str) -> tuple[list[float], float]:
+def chain_first(
+    jobs: list[Job], costs: list[float], cores: int, results: str, first: float
+) -> tuple[list[float], float]:
     """Priorities for the run, and its wall seconds with them. The rules' order (pipeline order, the
     cells' `results` rule before verification) gets answers out early, but where one model's chain of
     jobs is longer than the run's work over its cores it leaves that chain to the end, and the chain
     bounds the run (the deployed zoo on 8 cores: 4.2 h against 3.6 h). So the chains longer than a
     share of that work start first, longest first; of the shares in CHAIN_SHARES, the one whose run
     is shortest, and of the about as short (SAME_LENGTH), the one that ends half the `results` jobs
-    soonest (docs/performance.md, "The order jobs start in")."""
+    soonest (docs/performance.md, "The order jobs start in"). The jobs of rule priority `first` or
+    more (every model's export) stay before them: a broken model is said in a run's first seconds."""
     chain = chains(jobs, costs)
     work = sum(costs) / max(1, cores)
+    above_chains = CHAIN_FIRST + max(chain, default=0.0)
     firsts = [i for i, job in enumerate(jobs) if job.stage == results]
     candidates = []
     for share in CHAIN_SHARES:
-        priorities = [
-            job.priority if share is None or chain[i] <= share * work else max(job.priority, CHAIN_FIRST + chain[i])
-            for i, job in enumerate(jobs)
-        ]
+        limit = None if share is None else share * work
+        priorities = [_priority(job, chain[i], limit, first, above_chains) for i, job in enumerate(jobs)]
         ended = ends(jobs, costs, max(1, cores), priorities)
         answers = statistics.median([ended[i] for i in firsts]) if firsts else 0.0
         candidates.append((max(ended, default=0.0), answers, priorities))
     shortest = min(end for end, _, _ in candidates)
     end, _, priorities = min((c for c in candidates if c[0] <= shortest * (1 + SAME_LENGTH)), key=lambda c: c[1])
     return priorities, end
+
+
+def _priority(job: Job, chain: float, limit: float | None, first: float, above_chains: float) -> float:
+    """A job's priority when the chains longer than `limit` start first (None: the rules' order)."""
+    if limit is None:
+        return job.priority
+    if job.priority >= first:  # every model's export, before any chain
+        return job.priority + above_chains
+    return job.priority if chain <= limit else max(job.priority, CHAIN_FIRST + chain)
 
 
 def estimate(
