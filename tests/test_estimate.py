@@ -242,3 +242,22 @@ def test_a_verify_jobs_time_limit_follows_its_measured_cost(tmp_path):
     assert expected >= LIMIT_MARGIN * most / 60 > 120
     assert limits() == {"u55": expected, "u85": expected}
     assert limits("--set-resources", "verify_numerics:runtime=7") == {"u55": 7, "u85": 7}
+
+
+def test_the_order_benchmark_reaches_its_verdict():
+    """perf/order.py on four of the default matrix's models: their real DAG, planned by the workflow
+    (ETHOSWEEP_PLAN_TO: the jobs and costs written, none run), scheduled in the rules' order and in
+    the order a run takes, on 2 to 16 cores."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "perf/order.py"), "--smoke"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("CPU-seconds (config.yaml, smoke)") and int(lines[0].split()[0]) > 4 * 8
+    assert [line.split("\t")[0] for line in lines[2:6]] == ["2", "4", "8", "16"]
+    assert lines[-1] == "verdict: the order a run takes is never longer than the rules' order"
