@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ethosweep.runtime.estimate import Job, chain_first, duration, ends  # noqa: E402
+from ethosweep.runtime.estimate import PLAN_TO, Job, chain_first, duration, ends  # noqa: E402
 from workdirs import make_workdir, snakemake_command  # noqa: E402
 
 CORES = (2, 4, 8, 16)
@@ -45,7 +45,7 @@ def planned(config: dict) -> tuple[list[Job], list[float], float]:
         work = make_workdir(Path(folder) / "work", config)
         shutil.copytree(REPO / "config" / "zoos", work / "config" / "zoos")  # presets' `from:`
         plan = Path(folder) / "plan.json"
-        env = {**os.environ, "ETHOSWEEP_PLAN_TO": str(plan)}
+        env = {**os.environ, PLAN_TO: str(plan)}
         done = subprocess.run(snakemake_command(work, 8, "all"), env=env, capture_output=True, text=True)
         if done.returncode != 0 or not plan.exists():
             raise SystemExit(f"planning failed:\n{done.stderr[-4000:]}")

@@ -30,8 +30,7 @@ def say_what_the_run_will_do():
     )
     cores = min(workflow.cores or 1, os.cpu_count() or 1)
     about = ethosweep_estimate.estimate(planned, cores, measured, KNOWN_COSTS)
-    if os.environ.get("ETHOSWEEP_PLAN_TO"):  # perf/order.py: the planned jobs and their costs, not run
-        write_plan(os.environ["ETHOSWEEP_PLAN_TO"], planned, about.costs)
+    if ethosweep_estimate.plan_written(planned, about.costs, PRIORITY["export"]):  # perf/order.py
         raise SystemExit(0)
     # the jobs on chains that would otherwise bound the run start first (ethosweep.runtime.estimate)
     priorities, seconds = ethosweep_estimate.chain_first(
@@ -42,13 +41,6 @@ def say_what_the_run_will_do():
     print(f"{SWEEP.describe()}; {len(jobs):,} jobs to run, {about.said()}", file=sys.stderr)
     tell_the_progress_line({job.jobid: cost for job, cost in zip(jobs, about.costs)})
     bound_memory([int(job.resources.get("mem_mb", 0) or 0) for job in jobs], cores)
-
-
-def write_plan(path, planned, costs):
-    from ethosweep.runtime.io import write_json
-
-    jobs = [dict(stage=j.stage, priority=j.priority, needs=j.needs, seconds=c) for j, c in zip(planned, costs)]
-    write_json(path, {"first": PRIORITY["export"], "jobs": jobs})
 
 
 def tell_the_progress_line(seconds_by_job):

@@ -337,6 +337,21 @@ def chain_first(
     return priorities, end
 
 
+# perf/order.py: where a run writes the jobs it planned and their costs, and runs none
+PLAN_TO = "ETHOSWEEP_PLAN_TO"
+
+
+def plan_written(jobs: list[Job], costs: list[float], first: float) -> bool:
+    """With PLAN_TO set, the planned jobs, their costs and the exports' rule priority (chain_first's
+    `first`) written there as JSON, for perf/order.py to schedule; False without it."""
+    path = os.environ.get(PLAN_TO)
+    if not path:
+        return False
+    planned = [{"stage": j.stage, "priority": j.priority, "needs": j.needs, "seconds": c} for j, c in zip(jobs, costs)]
+    Path(path).write_text(json.dumps({"first": first, "jobs": planned}))
+    return True
+
+
 def _priority(job: Job, chain: float, limit: float | None, first: float, above_chains: float) -> float:
     """A job's priority when the chains longer than `limit` start first (None: the rules' order)."""
     if limit is None:
