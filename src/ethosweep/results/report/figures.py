@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ethosweep.results.report.glance import MAX_MATRIX_COLUMNS
+from ethosweep.results.report.render import ms
 from ethosweep.results.table import number, unique_cells
 from ethosweep.runtime.errors import StageError
 from ethosweep.runtime.outcome import describe, failure_of
@@ -111,7 +112,7 @@ def plot_cycles(rows: list[dict]) -> str:
                 ax.text(
                     j,
                     i,
-                    _ms(value),
+                    ms(value),
                     ha="center",
                     va="center",
                     fontsize=7,
@@ -122,10 +123,6 @@ def plot_cycles(rows: list[dict]) -> str:
     ax.set_title("Inference time (ms, Vela estimate at the system config's clock)")
     fig.colorbar(image, ax=ax, label="ms (log)", shrink=0.8)
     return _svg(fig)
-
-
-def _ms(value: float) -> str:
-    return f"{value:.3g}" if value >= 0.001 else "<0.001"
 
 
 def plot_fit(rows: list[dict], boards: dict[str, dict]) -> str:

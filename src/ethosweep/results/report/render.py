@@ -30,11 +30,14 @@ def fmt(value) -> str:
 
 
 def ms(value) -> str:
-    """A time in ms, three significant figures (picks's way), '<0.001' below a microsecond."""
+    """A time in ms as `ethosweep picks` says it: three significant figures below 100 ms, whole ms
+    with thousands separated from there (1,750, not 1.75e+03), '<0.001' below a microsecond."""
     figure = number(value)
     if math.isnan(figure):
         return ""
-    return f"{figure:.3g}" if figure >= 0.001 else "<0.001"
+    if figure < 0.001:
+        return "<0.001"
+    return f"{figure:.3g}" if figure < 100 else f"{figure:,.0f}"
 
 
 def commas(value) -> str:
