@@ -293,6 +293,7 @@ def logger_off_a_terminal(monkeypatch):
     import snakemake_logger_plugin_ethosweep as plugin
 
     settings = SimpleNamespace(quiet=None, debug_dag=False, verbose=False, dryrun=False, printshellcmds=False)
+    monkeypatch.setattr(plugin, "HEARTBEAT_SECONDS", 0)  # its clock is the test's: `handler.tick()`
     handler = plugin.LogHandler(
         SimpleNamespace(**vars(settings), show_failed_logs=False, nocolor=True, stdout=False), None
     )
@@ -337,6 +338,35 @@ def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatc
     assert len(lines) == 2 and lines[1] == "ethosweep: [   3/2000   0%]; 12 min so far", lines
     assert "so far" not in lines[0]
     assert handler.stream.getvalue().count("has been submitted") == 6
+
+
+def test_a_long_job_is_said_while_nothing_else_happens(monkeypatch):
+    """A crash's search in one cell of the deployed zoo ran 36 minutes with no job starting or
+    ending, and no line came: the handler's own heartbeat says the status every ten minutes while
+    jobs run, naming the longest-running job once it has run that long."""
+    import logging
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    handler, at, progress = logger_off_a_terminal(monkeypatch)
+    progress(1, 0)  # the first tenth starts: a line
+    started = logging.LogRecord("snakemake", logging.INFO, "", 0, "", None, None)
+    started.event, started.rule_name, started.jobid = LogEvent.JOB_INFO, "compile_with_vela", 7
+    at(1, started)
+
+    def tick(minutes: float) -> None:
+        at(minutes, logging.LogRecord("snakemake", logging.DEBUG, "", 0, "", None, None))  # moves the clock
+        handler.tick()
+
+    tick(5)  # five minutes: nothing
+    tick(11)  # ten since the last line (the stage's start), the job at ten minutes: said, and named
+    tick(12)
+    lines = handler.stream.getvalue().splitlines()
+    assert lines[1:] == [
+        "ethosweep: [   1/2000   0%] running compile_with_vela; cells compiled 0",
+        "ethosweep: [   1/2000   0%] running compile_with_vela; cells compiled 0; 11 min so far; "
+        "a compile_with_vela job running for 10 min",
+    ], lines
 
 
 def test_a_long_run_says_about_how_long_is_left_at_the_pace_of_its_finished_jobs(monkeypatch):

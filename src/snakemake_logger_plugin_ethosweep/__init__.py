@@ -8,7 +8,9 @@ hundreds of short jobs; Snakemake's default output prints ~15 lines for each. Th
   failures so far and, in a long run, about how long is left (the jobs not yet finished, at the
   pace the finished ones kept against what the run's first line expected of them);
 - elsewhere (a CI log, a pipe), the same line when a stage starts, at every tenth of the jobs and,
-  in a long run, at least every ten minutes that anything changed (a zoo's first tenth takes hours);
+  in a long run, at least every ten minutes (a zoo's first tenth takes hours), also while nothing
+  ends: a job that has run ten minutes or more is named with its time (a crash's search in one
+  cell of the deployed zoo ran 36 minutes with no other line);
 - every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
   line the moment it fails (ethosweep.runtime.jobs); that goes straight to the terminal.
 
@@ -33,8 +35,10 @@ from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
 
 # The rule that finishes a cell: its count is the "cells compiled" figure.
 CELL_RULE = "compile_with_vela"
-# Off a terminal, a line at least this often while jobs start and end: a zoo's tenth takes an hour
+# Off a terminal, a line at least this often while jobs run: a zoo's tenth takes an hour
 MILESTONE_SECONDS = 600
+# How often the status is looked at while no job starts or ends (a thread of the handler's own; 0: never)
+HEARTBEAT_SECONDS = 60
 # Snakemake's per-job and per-run bookkeeping: what the progress line replaces. Every other
 # message (warnings, errors, "Nothing to be done", "Unlocked working directory", an executor's
 # "submitted with SLURM jobid ...", the report's path) is printed as Snakemake prints it.
@@ -86,6 +90,7 @@ class Progress:
     finished: Counter = field(default_factory=Counter)  # rule -> jobs finished
     planned: Counter = field(default_factory=Counter)  # rule -> jobs started so far
     failed: int = 0
+    running_since: dict = field(default_factory=dict)  # jobid -> (rule, when it started)
     stages_seen: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     expected_done: float = 0.0  # the expected seconds of the jobs finished so far (EXPECTED)
@@ -105,7 +110,15 @@ class Progress:
         # time, which the estimate counts at a fixed overhead, so their pace is not the run's
         so_far += f", about {_minutes(left)} left" if so_far and left is not None and left >= 60 else ""
         done = f"{self.done:>{len(str(self.total))}}/{self.total} {share}"
-        return f"ethosweep: [{done}]{running}{cells}{failed}{so_far}"
+        return f"ethosweep: [{done}]{running}{cells}{failed}{so_far}{self.longest_running()}"
+
+    def longest_running(self) -> str:
+        """'; a compile_with_vela job running for 36 min' once a job has run MILESTONE_SECONDS."""
+        if not self.running_since:
+            return ""
+        rule, since = min(self.running_since.values(), key=lambda started: started[1])
+        seconds = time.monotonic() - since
+        return f"; a {rule} job running for {_minutes(seconds)}" if seconds >= MILESTONE_SECONDS else ""
 
     def seconds_left(self, elapsed: float) -> float | None:
         """The expected seconds of the jobs not yet finished at the pace of those finished (which
@@ -133,6 +146,11 @@ class LogHandler(LogHandlerBase):
         self.last_tenth = -1
         self.status_shown = False
         self.last_milestone_at = time.monotonic()
+        self.closed = False
+        if not self.full and HEARTBEAT_SECONDS:
+            import threading
+
+            threading.Thread(target=self._heartbeat, name="ethosweep-progress", daemon=True).start()
 
     # ---- what Snakemake asks of a plugin ----
     @property
@@ -169,8 +187,21 @@ class LogHandler(LogHandlerBase):
             self.handleError(record)
 
     def close(self) -> None:
+        self.closed = True
         self._end_status()
         super().close()
+
+    def _heartbeat(self) -> None:
+        """While jobs run and none ends (a crash's search, a large model's lowering), the status as
+        often as it would be said if they did: Snakemake logs nothing in between."""
+        while not self.closed:
+            time.sleep(HEARTBEAT_SECONDS)
+            with self.lock:  # as Handler.handle holds it around emit
+                self.tick()
+
+    def tick(self) -> None:
+        if not self.closed and self.progress.total and self.progress.done < self.progress.total:
+            self._status()
 
     def _locate_config_error(self, record: logging.LogRecord) -> None:
         """Snakemake says a config file is not valid YAML, naming neither the file nor the line: say
@@ -191,6 +222,7 @@ class LogHandler(LogHandlerBase):
             rule = record.rule_name
             p.rule_of_job[record.jobid] = rule
             p.running[rule] += 1
+            p.running_since[record.jobid] = (rule, time.monotonic())
             p.planned[rule] += 1
             if rule not in p.stages_seen and p.total:
                 p.stages_seen.append(rule)
@@ -202,6 +234,7 @@ class LogHandler(LogHandlerBase):
             if rule is not None:
                 p.running[rule] -= 1
                 p.finished[rule] += 1
+            p.running_since.pop(record.job_id, None)
             p.expected_done += EXPECTED.get(record.job_id, 0.0)
         elif event == LogEvent.PROGRESS:
             p.done, p.total = record.done, record.total
@@ -216,6 +249,7 @@ class LogHandler(LogHandlerBase):
             rule = getattr(record, "rule_name", None)
             if rule is not None and p.running[rule] > 0:
                 p.running[rule] -= 1
+            p.running_since.pop(getattr(record, "jobid", None), None)
             self._status()
         elif getattr(event, "name", "") in QUIET_EVENTS:
             return
