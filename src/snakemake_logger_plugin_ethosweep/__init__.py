@@ -90,7 +90,7 @@ class Progress:
     finished: Counter = field(default_factory=Counter)  # rule -> jobs finished
     planned: Counter = field(default_factory=Counter)  # rule -> jobs started so far
     failed: int = 0
-    running_since: dict = field(default_factory=dict)  # jobid -> (rule, when it started)
+    running_since: dict = field(default_factory=dict)  # jobid -> when it started (its rule: rule_of_job)
     stages_seen: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     expected_done: float = 0.0  # the expected seconds of the jobs finished so far (EXPECTED)
@@ -116,9 +116,11 @@ class Progress:
         """'; a compile_with_vela job running for 36 min' once a job has run MILESTONE_SECONDS."""
         if not self.running_since:
             return ""
-        rule, since = min(self.running_since.values(), key=lambda started: started[1])
+        job, since = min(self.running_since.items(), key=lambda started: started[1])
         seconds = time.monotonic() - since
-        return f"; a {rule} job running for {_minutes(seconds)}" if seconds >= MILESTONE_SECONDS else ""
+        return (
+            f"; a {self.rule_of_job[job]} job running for {_minutes(seconds)}" if seconds >= MILESTONE_SECONDS else ""
+        )
 
     def seconds_left(self, elapsed: float) -> float | None:
         """The expected seconds of the jobs not yet finished at the pace of those finished (which
@@ -222,7 +224,7 @@ class LogHandler(LogHandlerBase):
             rule = record.rule_name
             p.rule_of_job[record.jobid] = rule
             p.running[rule] += 1
-            p.running_since[record.jobid] = (rule, time.monotonic())
+            p.running_since[record.jobid] = time.monotonic()
             p.planned[rule] += 1
             if rule not in p.stages_seen and p.total:
                 p.stages_seen.append(rule)

@@ -81,7 +81,9 @@ def board_sections(
         budget = (board_budgets or {}).get(name, budget_ms)
         mine = [r for r in rows if r.get("board") == name]
         section = Section(
-            f"{name} ({board.get('target', '')}, NPU at {_fmt(board.get('npu_clock_mhz'))} MHz)", budget, board=name
+            f"{name} ({board.get('target', '')}, NPU at {said_number(board.get('npu_clock_mhz'))} MHz)",
+            budget,
+            board=name,
         )
         models = list(dict.fromkeys(r["model"] for r in mine))
         for model in models:
@@ -91,7 +93,7 @@ def board_sections(
         section.summary = f"{fitting} of {len(models)} models fit"
         if budget is not None:
             section.summary += (
-                f"; {sum(1 for p in section.picks if p.verdict == 'meets budget')} within {_fmt(budget)} ms"
+                f"; {sum(1 for p in section.picks if p.verdict == 'meets budget')} within {said_number(budget)} ms"
             )
         sections.append(section)
     return sections
@@ -145,9 +147,9 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     if budget_ms is not None:
         verdict = "meets budget" if ms <= budget_ms else "misses budget"
         text += (
-            f"; within the {_fmt(budget_ms)} ms budget"
+            f"; within the {said_number(budget_ms)} ms budget"
             if ms <= budget_ms
-            else f"; misses the {_fmt(budget_ms)} ms budget by {_fmt(ms - budget_ms)} ms"
+            else f"; misses the {said_number(budget_ms)} ms budget by {said_number(ms - budget_ms)} ms"
         )
     if accuracy:
         text += f"; {accuracy}"
@@ -168,7 +170,7 @@ def bare_section(rows: list[dict], budget_ms: float | None = None) -> Section | 
     if budget_ms is not None:
         section.summary = (
             f"{sum(1 for p in section.picks if p.verdict == 'meets budget')} of {len(models)} models "
-            f"within {_fmt(budget_ms)} ms"
+            f"within {said_number(budget_ms)} ms"
         )
     else:
         section.summary = f"{sum(1 for p in section.picks if p.verdict != 'failed')} of {len(models)} models compiled"
@@ -190,14 +192,14 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
             verdict = "meets budget"
             its_time = _time(number(smallest["vela_inference_ms"]), smallest)
             text += (
-                f"; smallest NPU within {_fmt(budget_ms)} ms: {where(smallest)} "
+                f"; smallest NPU within {said_number(budget_ms)} ms: {where(smallest)} "
                 f"({macs_per_cycle(smallest['target'])} MACs/cycle, {its_time})"
             )
         else:
             verdict = "misses budget"
             text += (
-                f"; no configuration of the sweep is within the {_fmt(budget_ms)} ms budget "
-                f"(the fastest misses it by {_fmt(number(fastest['vela_inference_ms']) - budget_ms)} ms)"
+                f"; no configuration of the sweep is within the {said_number(budget_ms)} ms budget "
+                f"(the fastest misses it by {said_number(number(fastest['vela_inference_ms']) - budget_ms)} ms)"
             )
     families = fastest_per_family(compiled)
     if len(families) > 1:
@@ -264,7 +266,11 @@ def _time(ms: float, row: dict) -> str:
     "1.25e-05 ms" says less than "under 0.001 ms, 2 cycles". A cell with work on the CPU says its
     time is the NPU part's, and what the CPU has to do."""
     cycles = number(row.get("vela_cycles_total"))
-    said = f"under 0.001 ms, {cycles:,.0f} cycles" if 0 <= ms < 0.001 and not math.isnan(cycles) else f"{_fmt(ms)} ms"
+    said = (
+        f"under 0.001 ms, {cycles:,.0f} cycles"
+        if 0 <= ms < 0.001 and not math.isnan(cycles)
+        else f"{said_number(ms)} ms"
+    )
     cpu_ops = number(row.get("cpu_ops"), 0.0)
     if cpu_ops > 0:
         macs = number(row.get("cpu_macs"), 0.0)
@@ -273,7 +279,9 @@ def _time(ms: float, row: dict) -> str:
     return said
 
 
-def _fmt(value) -> str:
+def said_number(value) -> str:
+    """A figure as ethosweep says it (here and in the report): three significant figures below 100,
+    whole with thousands separated from there (1,750, not 1.75e+03)."""
     figure = number(value)
     if math.isnan(figure):
         return str(value)

@@ -14,6 +14,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
+from ethosweep.results.picks import said_number
 from ethosweep.results.table import number
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -30,14 +31,11 @@ def fmt(value) -> str:
 
 
 def ms(value) -> str:
-    """A time in ms as `ethosweep picks` says it: three significant figures below 100 ms, whole ms
-    with thousands separated from there (1,750, not 1.75e+03), '<0.001' below a microsecond."""
+    """A time in ms as `ethosweep picks` says it (picks.said_number), '<0.001' below a microsecond."""
     figure = number(value)
     if math.isnan(figure):
         return ""
-    if figure < 0.001:
-        return "<0.001"
-    return f"{figure:.3g}" if figure < 100 else f"{figure:,.0f}"
+    return "<0.001" if figure < 0.001 else said_number(figure)
 
 
 def commas(value) -> str:
