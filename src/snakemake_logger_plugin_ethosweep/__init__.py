@@ -9,8 +9,8 @@ hundreds of short jobs; Snakemake's default output prints ~15 lines for each. Th
   pace the finished ones kept against what the run's first line expected of them);
 - elsewhere (a CI log, a pipe), the same line when a stage starts, at every tenth of the jobs and,
   in a long run, at least every ten minutes (a zoo's first tenth takes hours), also while nothing
-  ends: a job that has run ten minutes or more is named with its time (a crash's search in one
-  cell of the deployed zoo ran 36 minutes with no other line);
+  ends: a job that has run ten minutes or more is named with its time (a cell whose Vela crashes
+  can search for most of an hour);
 - every warning and error as it comes. A failed job prints its own `ethosweep: FAILED ...`
   line the moment it fails (ethosweep.runtime.jobs); that goes straight to the terminal.
 

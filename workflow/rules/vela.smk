@@ -61,8 +61,8 @@ rule compile_with_vela:
         "../../envs/ethosweep.yaml"
     threads: 1
     resources:
-        # the template program and Vela's working set: DeepLabV3-ResNet50's cells peaked at 1,558 MiB
-        # (1,634 MB), the zoo's largest (docs/performance.md, "The whole sweep, resumed")
+        # the template program and Vela's working set, above the largest Vela job measured in the
+        # deployed zoo (docs/performance.md, "The whole sweep, resumed")
         mem_mb=2000,
     params:
         stage=["ethosweep.vela.compile:compile_cell", "ethosweep.deploy.header:write_header"],
