@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, make_workdir, snakemake
 from ethosweep.firmware.kernels import check_kernels, kernel_libraries, operators_in, will_not_load
-from ethosweep.results.picks import board_pick
+from ethosweep.results.picks import bare_pick, board_pick
 from ethosweep.verify.verdicts import PASSED
 
 DS_CNN_U55 = "ds_cnn/int8/ethos-u55-128/Ethos_U55_High_End_Embedded/Shared_Sram"
@@ -81,16 +81,24 @@ def test_layout_work_is_counted_from_velas_per_layer_report(tiny_sweep):
     assert "Layout work on the NPU (Vela's per-layer report): " in html.unescape(page.read_text())
 
 
-def test_what_to_pick_ranks_a_cell_with_cpu_work_after_one_whole_on_the_npu_at_equal_time():
-    base = {"model": "m", "status": "ok", "fit": "fits", "vela_inference_ms": "1.0", "board_inference_ms": "1.0"}
-    whole = {**base, "memory_mode": "Sram_Only", "cpu_ops": "0"}
+def test_what_to_pick_ranks_a_cell_with_cpu_work_after_one_whole_on_the_npu_and_never_says_it_meets_a_budget():
+    base = {"model": "m", "status": "ok", "fit": "fits", "target": "ethos-u55-128"}
+    whole = {**base, "memory_mode": "Sram_Only", "cpu_ops": "0", "vela_inference_ms": "3", "board_inference_ms": "3"}
     partly = {**base, "memory_mode": "Shared_Sram", "cpu_ops": "2", "cpu_macs": "9600"}
+    partly |= {"vela_inference_ms": "1", "board_inference_ms": "1"}
+    # the NPU part of a partly delegated cell is faster, but its CPU part is not timed
     pick = board_pick("m", [partly, whole], None)
-    assert pick.row is whole and pick.text.startswith("fastest that fits: Sram_Only, 1 ms (Vela")
-    only_partly = board_pick("m", [partly], None)
+    assert pick.row is whole and pick.text.startswith("fastest that fits: Sram_Only, 3 ms (Vela")
+    assert bare_pick("m", [partly, whole], None).row is whole
+    only_partly = board_pick("m", [partly], 2.0)
     assert "1 ms for the NPU part, plus the CPU's (2 operator(s), 9,600 MACs; CPU time not estimated)" in (
         only_partly.text
     )
+    assert only_partly.verdict == "fits" and "its NPU part alone is within the 2 ms budget" in only_partly.text
+    assert board_pick("m", [partly], 0.5).verdict == "misses budget"
+    bare = bare_pick("m", [partly, whole], 2.0)
+    assert bare.verdict == "fastest" and "the smallest NPU: ethos-u55-128 / Shared_Sram" in bare.text
+    assert bare_pick("m", [partly, whole], 0.5).text.count("the closest misses it by 0.5 ms") == 1
 
 
 def test_a_cpu_operator_without_a_kernel_compiles_and_says_it_will_not_load(tmp_path):

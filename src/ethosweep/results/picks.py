@@ -144,13 +144,14 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
         f"margin {_margins(best)}; fits in {modes}"
     )
     verdict = "fits"
-    if budget_ms is not None:
-        verdict = "meets budget" if ms <= budget_ms else "misses budget"
-        text += (
-            f"; within the {said_number(budget_ms)} ms budget"
-            if ms <= budget_ms
-            else f"; misses the {said_number(budget_ms)} ms budget by {said_number(ms - budget_ms)} ms"
-        )
+    if budget_ms is not None and ms > budget_ms:
+        verdict = "misses budget"
+        text += f"; misses the {said_number(budget_ms)} ms budget by {said_number(ms - budget_ms)} ms"
+    elif budget_ms is not None and _has_cpu_part(best):  # the CPU's part may take it over
+        text += f"; its NPU part alone is within the {said_number(budget_ms)} ms budget"
+    elif budget_ms is not None:
+        verdict = "meets budget"
+        text += f"; within the {said_number(budget_ms)} ms budget"
     if accuracy:
         text += f"; {accuracy}"
     return Pick(model, verdict, text + _failures(rows, mode), best)
@@ -186,8 +187,15 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
     text = f"fastest: {where(fastest)}, {_time(number(fastest['vela_inference_ms']), fastest)} (Vela estimate)"
     verdict = "fastest"
     if budget_ms is not None:
-        meeting = [r for r in compiled if number(r["vela_inference_ms"]) <= budget_ms]
-        if meeting:
+        within = [r for r in compiled if number(r["vela_inference_ms"]) <= budget_ms]
+        meeting = [r for r in within if not _has_cpu_part(r)]  # a CPU part's time is not known
+        if within and not meeting:
+            smallest = min(within, key=lambda r: (macs_per_cycle(r["target"]), number(r["vela_inference_ms"])))
+            text += (
+                f"; within the {said_number(budget_ms)} ms budget on their NPU part alone only configurations "
+                f"with a CPU part, whose time is not estimated ({len(within)}; the smallest NPU: {where(smallest)})"
+            )
+        elif meeting:
             smallest = min(meeting, key=lambda r: (macs_per_cycle(r["target"]), number(r["vela_inference_ms"])))
             verdict = "meets budget"
             its_time = _time(number(smallest["vela_inference_ms"]), smallest)
@@ -199,7 +207,7 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
             verdict = "misses budget"
             text += (
                 f"; no configuration of the sweep is within the {said_number(budget_ms)} ms budget "
-                f"(the fastest misses it by {said_number(number(fastest['vela_inference_ms']) - budget_ms)} ms)"
+                f"(the closest misses it by {said_number(min(number(r['vela_inference_ms']) for r in compiled) - budget_ms)} ms)"
             )
     families = fastest_per_family(compiled)
     if len(families) > 1:
@@ -255,10 +263,16 @@ def _margins(row: dict) -> str:
     return ", ".join(parts) or "n/a"
 
 
-def _ranked(row: dict, time_column: str) -> tuple[float, bool]:
-    """How cells are ranked: by Vela's time, and at equal time a cell that runs whole on the NPU
-    before one whose time leaves the CPU's part out (CPU time is not estimated)."""
-    return number(row.get(time_column)), number(row.get("cpu_ops"), 0.0) > 0
+def _ranked(row: dict, time_column: str) -> tuple[bool, float]:
+    """How cells are ranked: the cells that run whole on the NPU first, then by Vela's time. A cell
+    with a CPU part has only its NPU part timed (CPU time is not estimated), and that part can be the
+    lesser: DeiT-Tiny a16w8's NPU part takes 196 ms on Corstone-300, its CPU part 179 M MACs of
+    int16 matrix products without an optimised kernel, while int8 runs whole in 561 ms."""
+    return _has_cpu_part(row), number(row.get(time_column))
+
+
+def _has_cpu_part(row: dict) -> bool:
+    return number(row.get("cpu_ops"), 0.0) > 0
 
 
 def _time(ms: float, row: dict) -> str:
