@@ -205,9 +205,10 @@ def bare_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
             )
         else:
             verdict = "misses budget"
+            closest = min(number(r["vela_inference_ms"]) for r in compiled)
             text += (
                 f"; no configuration of the sweep is within the {said_number(budget_ms)} ms budget "
-                f"(the closest misses it by {said_number(min(number(r['vela_inference_ms']) for r in compiled) - budget_ms)} ms)"
+                f"(the closest misses it by {said_number(closest - budget_ms)} ms)"
             )
     families = fastest_per_family(compiled)
     if len(families) > 1:
