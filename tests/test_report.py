@@ -195,9 +195,10 @@ def test_a_sweep_of_thousands_ends_on_the_cells_per_task_and_the_boards_not_a_ro
     text = format_table(copies)
     lines = text.splitlines()
     assert lines[0].startswith("250 rows: the cells per task and what fits each board")
-    task_line = re.compile(r"(classification|keyword spotting)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+0\s+0\s+0$")
+    task_line = re.compile(r"(classification|keyword spotting)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+0\s+0\s+0\s+0$")
     counts = {m.group(1): tuple(map(int, m.groups()[1:])) for m in map(task_line.match, lines) if m}
-    # models, cells, whole, partly on the CPU: 13 and 12 copies of 4 models and 6 cells (5 whole)
+    # models, cells, whole, partly on the CPU (then none by fallback, will not run, does not fit, failed):
+    # 13 and 12 copies of 4 models and 6 cells (5 whole)
     assert counts == {"classification": (52, 78, 65, 13), "keyword spotting": (48, 72, 60, 12)}, text
     assert "  alif-e8 (ethos-u55-128): 100 of 100 models fit" in lines
     assert "  tiny-board (ethos-u55-128): 25 of 100 models fit" in lines  # only `add` fits its 16 KiB

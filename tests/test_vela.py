@@ -144,3 +144,34 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
     npu = next(c for c in verified["checks"] if c["name"] == "npu")
     # a few int16 steps off the quantized model at most (3 here: the CPU's float add rounds apart)
     assert npu["verdict"] in PASSED and verified["metrics"]["max_error_steps"] <= 8, npu
+
+
+def test_a_partition_too_large_for_its_memory_modes_sram_is_a_cell_that_does_not_fit(tmp_path):
+    from ethosweep.results.picks import board_pick
+    from ethosweep.results.summary import failed_rows
+    from ethosweep.results.terminal import outcome
+    from ethosweep.runtime.isolation import ToolFailed
+    from ethosweep.runtime.outcome import failure_record
+    from ethosweep.vela.partitions import Search, VelaRun, vela_failure
+
+    # Vela 5.1.0's words on YOLOv9t a16w8, ethos-u65-256 / Dedicated_Sram_256KB (the deployed zoo):
+    # making it takes the optional zoo models and minutes of Vela; its allocator overshoots the
+    # arena by a few hundred bytes, which no small model here reaches (Vela fits those in DRAM)
+    said = "Vela on partition 0: Compilation failed: Failed to allocate tensors. Memory used 262592, limit 262144)"
+    where = "ethos-u65-256 / Dedicated_Sram_256KB (Ethos_U65_High_End)"
+    run = VelaRun(["--memory-mode=Dedicated_Sram_256KB"], where, None, None, tmp_path / "repro", {})
+    failure = vela_failure(ToolFailed(said), 0, b"partition", run, Search(None, ""))
+    assert failure.reason.startswith(
+        f"does not fit: Vela needs 262,592 bytes of SRAM for partition 0's tensors, {where} gives it 262,144"
+    )
+    assert failure.details == {"does_not_fit": {"sram_bytes_needed": 262592, "sram_bytes_given": 262144}}
+    assert (tmp_path / "repro/partition_0.tosa").read_bytes() == b"partition"  # a reproducer all the same
+    record = failure_record("vela", failure.reason, "logs/vela/x.log", "job", "out", details=failure.details)
+    cell = {"model": "m", "quant": "a16w8", "target": "ethos-u65-256", "system_config": "Ethos_U65_High_End"}
+    (row,) = failed_rows({**cell, "memory_mode": "Dedicated_Sram_256KB"}, record)
+    assert (row["status"], outcome(row)) == ("does not fit", "does not fit")
+    assert board_pick("m", [row], None).verdict == "does not fit"
+    # any other Vela failure stays a failure
+    other = vela_failure(ToolFailed("Vela on partition 0: boom"), 0, b"p", run, Search(None, ""))
+    (row,) = failed_rows({**cell, "memory_mode": "Dedicated_Sram_256KB"}, {**record, "does_not_fit": None})
+    assert "does_not_fit" not in other.details and (row["status"], outcome(row)) == ("failed", "failed")

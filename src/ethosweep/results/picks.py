@@ -100,16 +100,23 @@ def board_sections(
 
 
 def _failed(model: str, rows: list[dict]) -> Pick:
-    """No cell of the model compiled: the first failure's reason, and its cell (for its page)."""
+    """No cell of the model compiled: the first failure's reason, and its cell (for its page); 'does
+    not fit' where no cell's tensors fit the SRAM its memory mode gives."""
     failed = next((r for r in rows if r.get("reason")), None)
     why = failed.get("reason") if failed else "no cell compiled"
+    if rows and all(r.get("status") == "does not fit" for r in rows):
+        return Pick(model, "does not fit", f"does not fit in any memory mode: {why}", failed)
     return Pick(model, "failed", f"failed: {why}", failed)
 
 
 def _failures(rows: list[dict], where=lambda row: row["memory_mode"]) -> str:
-    """'; failed in Sram_Only: <reason>' for the cells of a pick that did not compile."""
+    """'; failed in Sram_Only: <reason>' for the cells of a pick that did not compile ('does not fit
+    in' for those too large for their memory mode)."""
     failed = [r for r in rows if r.get("status") not in ("ok", None)]
-    return "".join(f"; failed in {where(r)}: {r.get('reason') or r.get('status')}" for r in failed)
+    said = {"does not fit": "does not fit"}  # every other status: 'failed'
+    return "".join(
+        f"; {said.get(r['status'], 'failed')} in {where(r)}: {r.get('reason') or r['status']}" for r in failed
+    )
 
 
 def _mode_of(rows: list[dict]):

@@ -347,10 +347,11 @@ def _delegation_reason(table: dict) -> str:
 def failed_rows(cell: dict, record: dict) -> list[dict]:
     """The rows of a cell whose chain stopped (one per board it is on, else one): the failure
     record its last stage carries (ethosweep.runtime.outcome): the stage, why, its log, and the
-    reproducer a failed Vela run left."""
+    reproducer a failed Vela run left. Status 'does not fit' where Vela could not place the tensors
+    in the SRAM its memory mode gives (the configuration is too small: no tool failed), else 'failed'."""
     row = {
         **cell_key(cell),
-        "status": "failed",
+        "status": "does not fit" if record.get("does_not_fit") else "failed",
         "reason": describe(record),
         "log": record.get("log", ""),
         "reproducer": record.get("reproducer", ""),

@@ -12,7 +12,7 @@ from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON,
 # Past this many rows a row per cell scrolls the run's answer out of sight (the deployed zoo's sweep
 # has 6,720); the default matrix (90 rows) keeps its table. summary.csv and the report hold every row.
 TABLE_ROWS = 200
-OUTCOMES = ("whole", "partly on the CPU", "by fallback", "will not run", "failed")
+OUTCOMES = ("whole", "partly on the CPU", "by fallback", "will not run", "does not fit", "failed")
 
 
 def format_table(rows: list[dict]) -> str:
@@ -53,8 +53,11 @@ def _aligned(headers: list[str], lines: list[list[str]], first_number: int) -> l
 
 def outcome(row: dict) -> str:
     """How a cell compiled, in the words of OUTCOMES: a fallback keeps what Vela refused on the CPU,
-    'partly on the CPU' is the partitioner's doing, 'will not run' compiled but cannot load or run."""
+    'partly on the CPU' is the partitioner's doing, 'will not run' compiled but cannot load or run,
+    'does not fit' did not compile because its tensors outgrow the SRAM of its memory mode."""
     status = row.get("status")
+    if status == "does not fit":
+        return status
     if status not in COMPILED:
         return "failed"
     if status != "ok":

@@ -112,7 +112,8 @@ def run_stages(
         if stored is not None:
             _store(smk, *stored, job, label)
         return
-    print(f"ethosweep: FAILED {label}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
+    failed = "" if (outcome.get("details") or {}).get("does_not_fit") else "FAILED "  # its reason says it
+    print(f"ethosweep: {failed}{label}: {outcome['reason']} (log: {request['log']})", file=sys.stderr)
     if not aggregate and not outcome.get("recorded"):
         outcome = _recurring(smk, outcome, request, job)
     if aggregate or not outcome.get("recorded"):

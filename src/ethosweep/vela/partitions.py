@@ -48,6 +48,9 @@ OPERATOR_REFUSAL = re.compile(r"operation|operator|could not run on NPU|not supp
 # ... but not one about the file: a Vela too old for the TOSA version cannot read any part of it
 # (Vela 4.1.0 on ExecuTorch 1.5.1's TOSA 1.0: "Unsupported TOSA version: 1.0.0"), nothing to locate
 NOT_AN_OPERATOR = re.compile(r"TOSA version", re.I)
+# Vela's words when a partition's tensors outgrow the SRAM the memory mode gives it (the arena: 256 KB
+# in Dedicated_Sram_256KB): no operator is refused, the model does not fit this configuration
+DOES_NOT_FIT = re.compile(r"Failed to allocate tensors\. Memory used (\d+), limit (\d+)")
 
 
 # ---- Vela's reports -----------------------------------------------------------------
@@ -351,6 +354,7 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
     message = str(error).removeprefix(f"Vela on partition {index}: ")
     crash = _crash_signal(error, message)
     located = search.located
+    does_not_fit = {}  # the summary's status: the cell does not fit its configuration, nothing failed
     fault = Fault.CRASH if crash else Fault.REFUSED if located is not None and located.refused else fault_of(error)
     if located is not None and located.refused:
         named = _named(located.refused)
@@ -363,6 +367,13 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
         )
     elif crash:
         reason = f"{run.tool} crashed ({crash}) compiling partition {index} for {run.where}{_twice(error)}"
+    elif too_large := DOES_NOT_FIT.search(message):
+        needs, limit = (int(n) for n in too_large.groups())
+        does_not_fit = {"sram_bytes_needed": needs, "sram_bytes_given": limit}
+        reason = (
+            f"does not fit: {run.tool} needs {needs:,} bytes of SRAM for partition {index}'s tensors, "
+            f"{run.where} gives it {limit:,} (Vela: Failed to allocate tensors)"
+        )
     else:
         reason = f"{run.tool} failed on partition {index}: {message}"
     reproduced = bool(getattr(error, "reproduced", False))
@@ -382,6 +393,8 @@ def vela_failure(error: StageError, index: int, tosa: bytes, run: VelaRun, searc
         details = {}
     if search.stopped:
         details["search_stopped"] = search.stopped
+    if does_not_fit:
+        details["does_not_fit"] = does_not_fit
     return VelaFailure(
         f"{reason} (reproducer: {folder}/)", fault, reproducer=f"{folder}/", details=details, reproduced=reproduced
     )

@@ -107,7 +107,7 @@ def _matrix_cell(
     cpu_ops = number(row.get("cpu_ops"), 0.0)
     fraction = 0.0 if failed or high <= low else (math.log10(max(ms, FLOOR_MS)) - low) / (high - low)
     marks = [
-        *(["failed"] if failed else []),
+        *([row["status"] if row.get("status") == "does not fit" else "failed"] if failed else []),
         *(["does not fit"] if fits_nowhere and not failed else []),
         *(["+CPU"] if cpu_ops > 0 and not failed else []),
     ]
