@@ -294,6 +294,7 @@ def render_index(
         cells_compiled=len(unique_cells([r for r in rows if r["status"] in COMPILED])),
         # compiled, but the device cannot load or run the program (ethosweep.results.summary)
         cells_unrunnable=len(unique_cells([r for r in rows if r["status"] in COMPILED[1:]])),
+        cells_too_large=len(unique_cells([r for r in rows if r["status"] == "does not fit"])),
         placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith("does not fit")),
         numerics_heading=numerics_heading(rows),
         opens_on=picking.opens_on,
