@@ -318,6 +318,10 @@ def test_a_vela_failure_fails_only_its_cell_with_velas_reason(broken_sweep):
         f"ethosweep: FAILED compile_with_vela {BROKEN_VELA_CELL}: {VELA_FAILURE} (log: "
         f"logs/vela/{BROKEN_VELA_CELL}.log)" in proc.stderr
     )
+    # what the recorded failure cost is in its log, for the estimate of a run that redoes it
+    from ethosweep.runtime.estimate import JOB_OVERHEAD_SECONDS, recorded_seconds
+
+    assert recorded_seconds(str(workdir / f"logs/vela/{BROKEN_VELA_CELL}.log")) > JOB_OVERHEAD_SECONDS
     # Nothing half-written: each of the failed job's outputs is its failure record, none a program.
     from ethosweep.runtime.outcome import failure_of
 

@@ -48,8 +48,10 @@ DEFAULT_SECONDS = 1.0
 # What a job costs beyond its stage's CPU: Snakemake starting its script, the script's imports, the
 # outputs' bookkeeping (a Vela job: ~0.3 s of CPU in its stage, ~0.8 s of wall on an idle core)
 JOB_OVERHEAD_SECONDS = 0.5
-# the job runner's last line for a job that completed (ethosweep.runtime.execute)
-DONE = re.compile(r"^ethosweep: done in [\d.]+ s \(CPU ([\d.]+) s", re.M)
+# the job runner's line for a job that completed or whose failure was recorded (ethosweep.runtime.execute):
+# a recorded failure costs what it took when it reruns, and a search for what Vela refuses is the
+# costliest Vela job of a zoo (docs/performance.md)
+DONE = re.compile(r"^ethosweep: (?:done|recorded) in [\d.]+ s \(CPU ([\d.]+) s", re.M)
 # The CPU seconds of each job of the zoo presets' models as measured on this project's machine
 # (written by perf/measured_costs.py from a run's logs): a zoo model's lowering costs minutes where
 # the default matrix's costs seconds, so a new folder's estimate needs its own model's figures.
@@ -111,8 +113,9 @@ def duration(seconds: float) -> str:
 
 
 def recorded_seconds(log: str | None) -> float | None:
-    """A job's cost when it last completed: its stage's CPU seconds (its log's last line) plus
-    JOB_OVERHEAD_SECONDS; None for a job without such a log (never run, or failed)."""
+    """A job's cost when it last completed or had its failure recorded: its stage's CPU seconds (its
+    log's DONE line) plus JOB_OVERHEAD_SECONDS; None for a job without such a log (never run, or
+    failed for a cause a rerun retries)."""
     if not log:
         return None
     try:

@@ -62,13 +62,13 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
                 outcome = {**outcome, "reproduced": True, "reason": f"{outcome['reason']} (again in a fresh process)"}
         fault = Fault[outcome.get("fault") or Fault.TOOL.name]
         recorded = not outcome["ok"] and kept(fault, bool(outcome.get("reproduced")))
-        if outcome["ok"]:
+        if outcome["ok"] or recorded:  # what it cost, for the next run's estimate (ethosweep.runtime.estimate)
             print(
-                f"ethosweep: done in {time.perf_counter() - started:.1f} s "
+                f"ethosweep: {'done' if outcome['ok'] else 'recorded'} in {time.perf_counter() - started:.1f} s "
                 f"(CPU {outcome.get('cpu_seconds', 0):.1f} s, process peak RSS {outcome['peak_rss_mib']:.0f} MiB)",
                 flush=True,
             )
-        else:
+        if not outcome["ok"]:
             then = "recorded" if recorded else "the job fails; the next run retries it"
             print(f"ethosweep: cause: {fault.value}; {then}", flush=True)
             print(f"{FAILURE_PREFIX}{outcome['reason']}", flush=True)
