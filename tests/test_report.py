@@ -203,7 +203,7 @@ def test_a_sweep_of_thousands_ends_on_the_cells_per_task_and_the_boards_not_a_ro
     assert "  alif-e8 (ethos-u55-128): 100 of 100 models fit" in lines
     assert "  tiny-board (ethos-u55-128): 25 of 100 models fit" in lines  # only `add` fits its 16 KiB
     assert "150 of 150 cells ok (250 rows: a cell appears once per board it is on)" in text
-    assert "does not fit" not in text and len(lines) < 20  # no line per misfit or per cell
+    assert "does not fit: " not in text and len(lines) < 20  # no line per misfit or per cell
 
 
 def test_a_model_swept_in_two_schemes_names_the_scheme_of_each_memory_mode(tiny_sweep):
