@@ -116,6 +116,9 @@ def test_a_model_not_run_in_this_folder_costs_what_it_cost_on_this_projects_mach
     # the lowering as measured; a configuration the table lacks at the median of the model's cells
     assert about.seconds == 300 + 20 + 2 * JOB_OVERHEAD_SECONDS and about.known == 2 and about.measured == 0
     assert "2 of 2 as the same jobs of these models cost on this project's machine" in about.said()
+    # a scheme the table lacks: at the median of the model's cells in the schemes it has
+    a16w8 = Job("compile_with_vela", None, key=job_key(model, {**cell, "quant": "a16w8"}))
+    assert known.seconds(a16w8) == 20 + JOB_OVERHEAD_SECONDS
     # the same name for another model: no figures of the first
     other = Job("lower_to_tosa", None, key=job_key({**model, "kwargs": {"cfg": "yolo11n.yaml"}}, {"quant": "int8"}))
     assert estimate([other], 2, {}, known).known == 0

@@ -140,17 +140,23 @@ def job_key(params: dict, wildcards: dict[str, str]) -> tuple[str, str]:
 
 class KnownCosts:
     """MEASURED_COSTS read: a job's CPU seconds by rule, model fingerprint and its other wildcards or
-    their first ones (a cell's Vela job is recorded per scheme and target, over memory modes), and
-    per rule, model and scheme the median, for a configuration the table does not hold."""
+    their first ones (a cell's Vela job is recorded per scheme and target, over memory modes); per
+    rule, model and scheme the median, for a configuration the table does not hold; and per rule and
+    model the median, for a scheme it does not hold: one model's Vela jobs cost 1 to 3 times as much
+    in a16w8 as in int8, while two models' differ by up to 15 times (docs/performance.md), so the
+    model's other scheme says more than the rule's median over every model."""
 
     def __init__(self, rows: list[dict]):
         self.known: dict[tuple[str, str, str], float] = {}
         alike: dict[tuple[str, str, str], list[float]] = {}
+        of_model: dict[tuple[str, str], list[float]] = {}
         for row in rows:
             seconds = float(row["cpu_seconds"])
             self.known[row["rule"], row["fingerprint"], row["wildcards"]] = seconds
             alike.setdefault((row["rule"], row["fingerprint"], row["wildcards"].split("/")[0]), []).append(seconds)
+            of_model.setdefault((row["rule"], row["fingerprint"]), []).append(seconds)
         self.alike = {key: statistics.median(times) for key, times in alike.items()}
+        self.of_model = {key: statistics.median(times) for key, times in of_model.items()}
         self.most = {key: max(times) for key, times in alike.items()}
 
     @classmethod
@@ -169,7 +175,7 @@ class KnownCosts:
         for known in (self.known.get((job.stage, fingerprint, "/".join(parts[:n]))) for n in range(len(parts), 0, -1)):
             if known is not None:
                 return known + JOB_OVERHEAD_SECONDS
-        found = self.alike.get((job.stage, fingerprint, parts[0]))
+        found = self.alike.get((job.stage, fingerprint, parts[0]), self.of_model.get((job.stage, fingerprint)))
         return None if found is None else found + JOB_OVERHEAD_SECONDS
 
     def most_seconds(self, job: Job) -> float | None:
