@@ -345,7 +345,7 @@ def test_a_long_run_off_a_terminal_says_where_it_is_every_ten_minutes(monkeypatc
 def test_a_long_job_is_said_while_nothing_else_happens(monkeypatch):
     """A crash's search in one cell of the deployed zoo ran 36 minutes with no job starting or
     ending, and no line came: the handler's own heartbeat says the status every ten minutes while
-    jobs run, naming the longest-running job once it has run that long."""
+    jobs run, naming the longest-running job (its rule and cell) once it has run that long."""
     import logging
 
     from snakemake_interface_logger_plugins.common import LogEvent
@@ -354,6 +354,7 @@ def test_a_long_job_is_said_while_nothing_else_happens(monkeypatch):
     progress(1, 0)  # the first tenth starts: a line
     started = logging.LogRecord("snakemake", logging.INFO, "", 0, "", None, None)
     started.event, started.rule_name, started.jobid = LogEvent.JOB_INFO, "compile_with_vela", 7
+    started.wildcards = {"model": "mobilevit_xs", "quant": "int8", "target": "ethos-u55-128", "vela_tag": ""}
     at(1, started)
 
     def tick(minutes: float) -> None:
@@ -367,7 +368,7 @@ def test_a_long_job_is_said_while_nothing_else_happens(monkeypatch):
     assert lines[1:] == [
         "ethosweep: [   1/2000   0%] running compile_with_vela; cells compiled 0",
         "ethosweep: [   1/2000   0%] running compile_with_vela; cells compiled 0; 11 min so far; "
-        "a compile_with_vela job running for 10 min",
+        "compile_with_vela mobilevit_xs/int8/ethos-u55-128 running for 10 min",
     ], lines
 
 

@@ -91,6 +91,7 @@ class Progress:
     planned: Counter = field(default_factory=Counter)  # rule -> jobs started so far
     failed: int = 0
     running_since: dict = field(default_factory=dict)  # jobid -> when it started (its rule: rule_of_job)
+    name_of_job: dict = field(default_factory=dict)  # jobid -> 'rule wildcard/values', as a FAILED line names it
     stages_seen: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     expected_done: float = 0.0  # the expected seconds of the jobs finished so far (EXPECTED)
@@ -113,14 +114,14 @@ class Progress:
         return f"ethosweep: [{done}]{running}{cells}{failed}{so_far}{self.longest_running()}"
 
     def longest_running(self) -> str:
-        """'; a compile_with_vela job running for 36 min' once a job has run MILESTONE_SECONDS."""
+        """'; compile_with_vela mobilevit_xs/int8/... running for 36 min' once a job has run
+        MILESTONE_SECONDS: which cell holds a core, so that it can be looked at (its log) or left."""
         if not self.running_since:
             return ""
         job, since = min(self.running_since.items(), key=lambda started: started[1])
         seconds = time.monotonic() - since
-        return (
-            f"; a {self.rule_of_job[job]} job running for {_minutes(seconds)}" if seconds >= MILESTONE_SECONDS else ""
-        )
+        name = self.name_of_job.get(job) or f"a {self.rule_of_job[job]} job"
+        return f"; {name} running for {_minutes(seconds)}" if seconds >= MILESTONE_SECONDS else ""
 
     def seconds_left(self, elapsed: float) -> float | None:
         """The expected seconds of the jobs not yet finished at the pace of those finished (which
@@ -225,6 +226,8 @@ class LogHandler(LogHandlerBase):
             p.rule_of_job[record.jobid] = rule
             p.running[rule] += 1
             p.running_since[record.jobid] = time.monotonic()
+            wildcards = getattr(record, "wildcards", None) or {}
+            p.name_of_job[record.jobid] = " ".join([rule, "/".join(str(v) for v in wildcards.values() if v)]).strip()
             p.planned[rule] += 1
             if rule not in p.stages_seen and p.total:
                 p.stages_seen.append(rule)
@@ -237,6 +240,7 @@ class LogHandler(LogHandlerBase):
                 p.running[rule] -= 1
                 p.finished[rule] += 1
             p.running_since.pop(record.job_id, None)
+            p.name_of_job.pop(record.job_id, None)
             p.expected_done += EXPECTED.get(record.job_id, 0.0)
         elif event == LogEvent.PROGRESS:
             p.done, p.total = record.done, record.total
