@@ -223,6 +223,40 @@ def test_a_vela_crash_that_needs_several_operators_names_them_and_keeps_them_on_
     assert {"SLICE", "RESHAPE", "MUL"} <= kinds and "TRANSPOSE" not in kinds
 
 
+def test_a_seed_found_at_the_search_limit_is_taken_as_it_is_where_it_holds(tmp_path):
+    """MobileViT-XXS int8's first search stopped at its limit, and each of the partition's other 19
+    cells searched in full again (385 Vela runs each) to reach an answer as incomplete. A seed found at
+    the limit is taken where the partition without it compiles and each of its parts fails, and stays
+    incomplete; the query scale Vela crashes on (MobileViT-XXS in miniature), searched with a limit of
+    three runs, is such a seed."""
+    import itertools
+
+    from ethosweep.compile.delegation import delegate_payloads, lower_quantized
+    from ethosweep.runtime.isolation import ToolCrashed
+    from ethosweep.vela import refusals
+    from ethosweep.vela.partitions import compile_partition
+    from ethosweep.verify import chain
+
+    chain.export(tmp_path, {"name": "query_scale", "file": "tests/models/query_scale.py"})
+    chain.quantize(tmp_path, "query_scale", "int8", "u55")
+    (tosa,) = delegate_payloads(lower_quantized(str(tmp_path / "query_scale.pt2"), "u55").template)
+    runs = itertools.count()
+
+    def crashes(part: bytes) -> bool:
+        try:
+            flags = ["--accelerator-config=ethos-u55-128", "--output-format=raw"]
+            compile_partition(part, flags, tmp_path / f"v{next(runs)}", what="a part", retry_crash=False)
+        except ToolCrashed:
+            return True
+        return False
+
+    first = refusals.locate(tosa, crashes, max_tries=3, crashed=True)
+    assert not first.complete and first.refused
+    again = refusals.locate(tosa, crashes, crashed=True, seed=first)
+    assert again.seeded and not again.complete and again.tries <= 1 + len(first.refused)
+    assert [r.tensors for r in again.refused] == [r.tensors for r in first.refused]
+
+
 def test_parts_refused_as_the_same_operators_are_named_under_one_description():
     """A transformer's blocks repeat: six blocks Vela crashes on the same way are one description
     in the reason, which keeps room for what the fallback found."""

@@ -241,7 +241,7 @@ def locate(
         refused=[_describe(tosa, part) for part in found],
         tries=search.tries,
         units=len(grouped),
-        complete=seeded or search.tries < search.max_tries,
+        complete=seed.complete if seeded else search.tries < search.max_tries,
         minimal_tosa=part_of(tosa, {i for unit in smallest for i in unit}, search.passed) if smallest else None,
         compiled=search.compiled,
         seeded=seeded,
@@ -275,7 +275,10 @@ class _Search:
         """The seed's refused parts, if they hold here: the partition without them compiles, each
         fails, and each part of several units compiles without any one of them (what the search's
         own answer guarantees). 1 + k + (units in the k parts) Vela runs at most, where a search
-        takes tens to hundreds. None if any does not hold."""
+        takes tens to hundreds. None if any does not hold. A seed whose search stopped at its limit
+        guarantees no such minimum, so only the first two are asked of it: the same partition's
+        search would stop at the same limit again (MobileViT-XXS int8: 385 Vela runs in each of 20
+        cells, each as incomplete as the seed, docs/performance.md)."""
         with loaded(self.tosa) as (_, block):
             made_by = {tensor: i for i, op in enumerate(block.operators) for tensor in op.outputs}
         unit_of = {i: unit for unit in grouped for i in unit}
@@ -292,7 +295,7 @@ class _Search:
         for part in parts:
             if not self.fails(part):
                 return None
-            if len(part) > 1 and any(self.fails(part[:k] + part[k + 1 :]) for k in range(len(part))):
+            if len(part) > 1 and seed.complete and any(self.fails(part[:k] + part[k + 1 :]) for k in range(len(part))):
                 return None
         return parts
 
