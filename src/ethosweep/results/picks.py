@@ -113,10 +113,11 @@ def _failures(rows: list[dict], where=lambda row: row["memory_mode"]) -> str:
     """'; failed in Sram_Only: <reason>' for the cells of a pick that did not compile ('does not fit
     in' for those too large for their memory mode)."""
     failed = [r for r in rows if r.get("status") not in ("ok", None)]
-    said = {"does not fit": "does not fit"}  # every other status: 'failed'
-    return "".join(
-        f"; {said.get(r['status'], 'failed')} in {where(r)}: {r.get('reason') or r['status']}" for r in failed
-    )
+    said = []
+    for r in failed:
+        word = "does not fit" if r["status"] == "does not fit" else "failed"  # every other status: failed
+        said.append(f"; {word} in {where(r)}: {r.get('reason') or r['status']}")
+    return "".join(said)
 
 
 def _mode_of(rows: list[dict]):
