@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ethosweep.results.table import number
+from ethosweep.results.table import DOES_NOT_FIT, number
 
 
 @dataclass(frozen=True)
@@ -161,5 +161,5 @@ def board_fit(rows: list[dict]) -> list[Advice]:
     return [
         Advice(f"Does not fit {r['board']}", r["fit"].removeprefix("does not fit: ") + ".")
         for r in rows
-        if r.get("fit", "").startswith("does not fit")
+        if r.get("fit", "").startswith(DOES_NOT_FIT)
     ]

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from ethosweep.matrix.targets import macs_per_cycle
-from ethosweep.results.table import number
+from ethosweep.results.table import DOES_NOT_FIT, number
 
 
 @dataclass
@@ -104,8 +104,8 @@ def _failed(model: str, rows: list[dict]) -> Pick:
     not fit' where no cell's tensors fit the SRAM its memory mode gives."""
     failed = next((r for r in rows if r.get("reason")), None)
     why = failed.get("reason") if failed else "no cell compiled"
-    if rows and all(r.get("status") == "does not fit" for r in rows):
-        return Pick(model, "does not fit", f"does not fit in any memory mode: {why}", failed)
+    if rows and all(r.get("status") == DOES_NOT_FIT for r in rows):
+        return Pick(model, DOES_NOT_FIT, f"does not fit in any memory mode: {why}", failed)
     return Pick(model, "failed", f"failed: {why}", failed)
 
 
@@ -115,7 +115,7 @@ def _failures(rows: list[dict], where=lambda row: row["memory_mode"]) -> str:
     failed = [r for r in rows if r.get("status") not in ("ok", None)]
     said = []
     for r in failed:
-        word = "does not fit" if r["status"] == "does not fit" else "failed"  # every other status: failed
+        word = DOES_NOT_FIT if r["status"] == DOES_NOT_FIT else "failed"  # every other status: failed
         said.append(f"; {word} in {where(r)}: {r.get('reason') or r['status']}")
     return "".join(said)
 
@@ -139,7 +139,7 @@ def board_pick(model: str, rows: list[dict], budget_ms: float | None) -> Pick:
         closest = min(compiled, key=_overshoot)
         return Pick(
             model,
-            "does not fit",
+            DOES_NOT_FIT,
             f"does not fit in any memory mode; closest: {mode(closest)}, "
             f"{closest['fit'].removeprefix('does not fit: ')}",
             closest,

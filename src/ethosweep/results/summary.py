@@ -18,6 +18,7 @@ from ethosweep.firmware.kernels import will_not_load
 from ethosweep.matrix.boards import board_from_params, fit
 from ethosweep.matrix.cell import cell_id
 from ethosweep.results.table import (
+    DOES_NOT_FIT,
     KEY_COLUMNS,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
@@ -351,7 +352,7 @@ def failed_rows(cell: dict, record: dict) -> list[dict]:
     in the SRAM its memory mode gives (the configuration is too small: no tool failed), else 'failed'."""
     row = {
         **cell_key(cell),
-        "status": "does not fit" if record.get("does_not_fit") else "failed",
+        "status": DOES_NOT_FIT if record.get("does_not_fit") else "failed",
         "reason": describe(record),
         "log": record.get("log", ""),
         "reproducer": record.get("reproducer", ""),

@@ -26,6 +26,9 @@ KEY_COLUMNS = [*CELL_FIELDS, "vela_version", "board"]
 # the statuses of a cell that compiled (Vela's figures stand), ok or not: the device may not load
 # or run its program (ethosweep.results.summary)
 COMPILED = ("ok", "will not load", "will not run")
+# the status of a cell Vela could not compile because its tensors outgrow the SRAM its memory mode
+# gives: no tool failed, the configuration is too small (also the word of a placement that does not fit)
+DOES_NOT_FIT = "does not fit"
 
 # a cell without a verify stage (numerics.verify off): what its row and its report page say
 NOT_VERIFIED, NOT_VERIFIED_REASON = "not verified", "numerics.verify is off: an exploratory sweep"

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import Counter
 
 from ethosweep.matrix.cell import cell_id
-from ethosweep.results.table import COMPILED, NOT_VERIFIED, NOT_VERIFIED_REASON, firmware_footer, number
+from ethosweep.results.table import COMPILED, DOES_NOT_FIT, NOT_VERIFIED, NOT_VERIFIED_REASON, firmware_footer, number
 
 # Past this many rows a row per cell scrolls the run's answer out of sight (the deployed zoo's sweep
 # has 6,720); the default matrix (90 rows) keeps its table. summary.csv and the report hold every row.
 TABLE_ROWS = 200
-OUTCOMES = ("whole", "partly on the CPU", "by fallback", "will not run", "does not fit", "failed")
+OUTCOMES = ("whole", "partly on the CPU", "by fallback", "will not run", DOES_NOT_FIT, "failed")
 
 
 def format_table(rows: list[dict]) -> str:
@@ -56,7 +56,7 @@ def outcome(row: dict) -> str:
     'partly on the CPU' is the partitioner's doing, 'will not run' compiled but cannot load or run,
     'does not fit' did not compile because its tensors outgrow the SRAM of its memory mode."""
     status = row.get("status")
-    if status == "does not fit":
+    if status == DOES_NOT_FIT:
         return status
     if status not in COMPILED:
         return "failed"
@@ -155,7 +155,7 @@ def _findings(rows: list[dict], several_velas: bool, each_misfit: bool = True) -
             "$(uv run ethosweep failed)"
         )
     for r in rows if each_misfit else []:
-        if r.get("fit", "").startswith("does not fit"):
+        if r.get("fit", "").startswith(DOES_NOT_FIT):
             out.append(f"  {r['model']} [{r['quantization']}] on {r['board']} / {r['memory_mode']}: {r['fit']}")
     found: dict[tuple, set] = {}
     for r in rows:

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from ethosweep.matrix.cell import cell_id
 from ethosweep.results import picks
-from ethosweep.results.table import number, unique_cells
+from ethosweep.results.table import DOES_NOT_FIT, number, unique_cells
 
 # YlOrRd, the colour map the cycles plot uses, at five stops: fast cells pale, slow ones dark
 COLOURS = ((255, 255, 204), (254, 217, 118), (253, 141, 60), (227, 26, 28), (128, 0, 38))
@@ -103,12 +103,12 @@ def _matrix_cell(
 ) -> dict:
     ms = number(row.get("vela_inference_ms"))
     failed = row.get("status") != "ok" or math.isnan(ms)
-    fits_nowhere = bool(placements) and all(p.get("fit", "").startswith("does not fit") for p in placements)
+    fits_nowhere = bool(placements) and all(p.get("fit", "").startswith(DOES_NOT_FIT) for p in placements)
     cpu_ops = number(row.get("cpu_ops"), 0.0)
     fraction = 0.0 if failed or high <= low else (math.log10(max(ms, FLOOR_MS)) - low) / (high - low)
     marks = [
-        *([row["status"] if row.get("status") == "does not fit" else "failed"] if failed else []),
-        *(["does not fit"] if fits_nowhere and not failed else []),
+        *([row["status"] if row.get("status") == DOES_NOT_FIT else "failed"] if failed else []),
+        *([DOES_NOT_FIT] if fits_nowhere and not failed else []),
         *(["+CPU"] if cpu_ops > 0 and not failed else []),
     ]
     boards = "; ".join(f"{p['board']}: {p.get('fit', '')}" for p in placements) or "on no board"
@@ -247,7 +247,7 @@ def _mark_best(rows: list[dict]) -> None:
     """Mark each column's best value among the rows that fit (or, on no board, compiled), where it
     singles rows out: one row, or fewer than half of them (eight models with no CPU operator
     marked "best" would draw the eye to nothing)."""
-    candidates = [r for r in rows if r["verdict"] not in ("failed", "does not fit")]
+    candidates = [r for r in rows if r["verdict"] not in ("failed", DOES_NOT_FIT)]
     for column, (value_of, higher) in BEST.items():
         values = [(value_of(r), r) for r in candidates if value_of(r) is not None]
         if len(values) < 2 or len({v for v, _ in values}) < 2:

@@ -18,6 +18,7 @@ from ethosweep.results.report.figures import CAPTIONS, PLOTS, inline_svg, read_p
 from ethosweep.results.report.render import block, fmt, fragment_of, render
 from ethosweep.results.table import (
     COMPILED,
+    DOES_NOT_FIT,
     NOT_VERIFIED,
     NOT_VERIFIED_REASON,
     firmware_footer,
@@ -294,8 +295,8 @@ def render_index(
         cells_compiled=len(unique_cells([r for r in rows if r["status"] in COMPILED])),
         # compiled, but the device cannot load or run the program (ethosweep.results.summary)
         cells_unrunnable=len(unique_cells([r for r in rows if r["status"] in COMPILED[1:]])),
-        cells_too_large=len(unique_cells([r for r in rows if r["status"] == "does not fit"])),
-        placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith("does not fit")),
+        cells_too_large=len(unique_cells([r for r in rows if r["status"] == DOES_NOT_FIT])),
+        placements_not_fitting=sum(1 for r in rows if r.get("fit", "").startswith(DOES_NOT_FIT)),
         numerics_heading=numerics_heading(rows),
         opens_on=picking.opens_on,
         matrix=glance.sweep_matrix(picked, cell_href),
