@@ -206,6 +206,40 @@ def test_a_sweep_of_thousands_ends_on_the_cells_per_task_and_the_boards_not_a_ro
     assert "does not fit: " not in text and len(lines) < 20  # no line per misfit or per cell
 
 
+def test_a_refusal_of_one_model_on_twenty_configurations_is_one_line_under_the_table(tiny_sweep):
+    """Vela's refusal names the cell it compiled ('in partition 0 on ethos-u55-32 / Sram_Only') and
+    the record cuts it at 400 characters, at a place that moves with the cell's name: at 6,000 cells
+    the deployed zoo's 20 refusals of one model printed 20 lines each, 125 in all, instead of 20."""
+    from ethosweep.results.terminal import format_table
+    from ethosweep.runtime.errors import StageError
+    from ethosweep.runtime.execute import one_line
+
+    (row,) = [r for r in summary(tiny_sweep) if (r["model"], r["board"]) == ("mnist", "alif-e8")]
+    named = ", ".join(f"stages.{i}.transformer.attn" for i in range(11))  # long enough to be cut at the cell
+    said = "Non-passthrough operation (Conv2D) could not run on NPU (found by Vela on parts of it)"
+    failed = [
+        {
+            **row,
+            **{"target": f"ethos-u55-{macs}", "memory_mode": mode, "board": "", "status": "failed"},
+            "reason": "vela: "
+            + one_line(
+                StageError(f"Vela 5.1.0 cannot compile {named} in partition 0 on ethos-u55-{macs} / {mode}: {said}")
+            ),
+        }
+        for macs in (32, 64, 128, 256)
+        for mode in ("Sram_Only", "Shared_Sram")
+    ]
+    assert all(r["reason"].endswith("...") for r in failed) and len({r["reason"] for r in failed}) == 8
+    (line,) = [x for x in format_table(failed).splitlines() if x.startswith("  failed: mnist [int8]")]
+    assert line.startswith(
+        "  failed: mnist [int8] on 8 cells (ethos-u55-32 / Sram_Only, ethos-u55-32 / Shared_Sram, "
+        f"ethos-u55-64 / Sram_Only and 5 more): vela: Vela 5.1.0 cannot compile {named}"
+    ), line
+    # one cell alone: its own reason, as its record says it
+    (line,) = [x for x in format_table(failed[:1]).splitlines() if x.startswith("  failed: mnist [int8]")]
+    assert line == f"  failed: mnist [int8] ethos-u55-32 / Sram_Only: {failed[0]['reason']}"
+
+
 def test_a_model_swept_in_two_schemes_names_the_scheme_of_each_memory_mode(tiny_sweep):
     from ethosweep.results import picks
 

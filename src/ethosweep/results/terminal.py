@@ -172,19 +172,36 @@ def _findings(rows: list[dict], several_velas: bool, each_misfit: bool = True) -
 
 def _failures(failed: list[dict], several_velas: bool) -> list[str]:
     """One line per model, scheme and reason, whatever the number of cells it fails (a model that
-    cannot export fails every cell of it the same way): the cell, or how many and which."""
-    where: dict[tuple, list[str]] = {}
+    cannot export fails every cell of it the same way): the cell, or how many and which. A reason
+    that names its own cell ('in partition 0 on ethos-u55-32 / Sram_Only') is the same reason as its
+    siblings': at scale, one model's refusal on 20 configurations is one line, not 20."""
+    where: dict[tuple, tuple[list[str], str]] = {}
     for r in failed:
         vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
-        cells = where.setdefault((r["status"], r["model"], r["quantization"], r.get("reason", "")), [])
-        if (cell := f"{r['target']} / {r['memory_mode']}{vela}") not in cells:  # once, whatever its boards
+        own = f"{r['target']} / {r['memory_mode']}"
+        reason = r.get("reason", "")
+        key = (r["status"], r["model"], r["quantization"], _siblings_reason(reason, own))
+        cells, _ = where.setdefault(key, ([], reason))
+        if (cell := f"{own}{vela}") not in cells:  # once, whatever its boards
             cells.append(cell)
     lines = []
-    for (status, model, quantization, reason), cells in where.items():
+    for (status, model, quantization, shared), (cells, first) in where.items():
         shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if cells[3:] else "")
         cells_text = cells[0] if len(cells) == 1 else f"on {len(cells)} cells ({shown})"
-        lines.append(f"  {status}: {model} [{quantization}] {cells_text}: {reason}")
+        lines.append(f"  {status}: {model} [{quantization}] {cells_text}: {first if len(cells) == 1 else shared}")
     return lines
+
+
+# A record's reason is cut at 400 characters (runtime.execute.one_line), after its cell's name, which
+# is 24 to 36 characters: where it was cut, siblings are compared on what all of them kept.
+_KEPT = 340
+
+
+def _siblings_reason(reason: str, own: str) -> str:
+    """A cell's reason as its model's other cells would say it: its own target / memory mode in
+    words that fit every one of them."""
+    shared = reason.replace(f" on {own}", " on each of them")
+    return shared[:_KEPT] + "..." if reason.endswith("...") else shared
 
 
 def _fit_cell(row: dict) -> str:
