@@ -95,3 +95,78 @@ def test_priorities_set_when_the_run_starts_are_what_the_scheduler_follows(tmp_p
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "order").read_text().split() == ["second", "first"]
+
+
+GATHERED = """
+import sys
+sys.path.insert(0, {src!r})
+from snakemake.io import _IOFile
+from snakemake.jobs import Job
+from ethosweep.runtime.scheduling import without_quadratic_input_check
+
+as_is = Job.is_pipe_or_service_input
+{patch}
+asked = Job.is_pipe_or_service_input
+# what the test reads: the file hashes the question cost in all, and answers unlike Snakemake's own
+seen = {{"hashes": 0, "unlike": 0, "piped": 0}}
+hashes = _IOFile.__hash__
+def counted_hash(self):
+    seen["hashes"] += 1
+    return hashes(self)
+def counted(self, path):
+    _IOFile.__hash__ = counted_hash
+    try:
+        answer = asked(self, path)
+    finally:
+        _IOFile.__hash__ = hashes
+    seen["unlike"] += answer != as_is(self, path)
+    seen["piped"] += answer
+    return answer
+Job.is_pipe_or_service_input = counted
+
+rule all:
+    input: "gathered", "read"
+rule cell:
+    output: "cells/{{i}}"
+    shell: "touch {{output}}"
+rule gather:
+    input: expand("cells/{{i}}", i=range(80))
+    output: "gathered"
+    shell: "touch {{output}}"
+rule write:
+    output: pipe("stream")
+    shell: "echo streamed > {{output}}"
+rule read:
+    input: "stream", "cells/0"
+    output: "read"
+    shell: "cat {{input[0]}} > {{output}}"
+onsuccess:
+    print(f"hashes {{seen['hashes']}} unlike {{seen['unlike']}} piped {{seen['piped']}}")
+"""
+
+
+def asked_before_running(tmp_path, patched: bool) -> dict:
+    """What asking each job's inputs whether they are pipes cost (file hashes) and answered, in a
+    toy end of run: a job reading 80 jobs' files, and a pipe beside it."""
+    patch = "assert without_quadratic_input_check()" if patched else ""
+    folder = tmp_path / ("patched" if patched else "as-is")
+    folder.mkdir()
+    (folder / "Snakefile").write_text(GATHERED.format(src=str(REPO / "src"), patch=patch))
+    command = [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "all"]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (folder / "read").read_text() == "streamed\n"
+    words = done.stdout.split("hashes ")[1].split()
+    return {"hashes": int(words[0]), words[1]: int(words[2]), words[3]: int(words[4])}
+
+
+def test_a_job_reading_every_cell_is_not_asked_its_inputs_times_its_dependencies(tmp_path):
+    """Snakemake looks through every dependency's files for each input of a job before it runs
+    (Job.is_pipe_or_service_input): the end of run's jobs at 6,000 cells spent half a minute on it."""
+    as_is = asked_before_running(tmp_path, patched=False)
+    patched = asked_before_running(tmp_path, patched=True)
+    # the same answers: the pipe found where it is read, nothing else
+    assert as_is["piped"] == patched["piped"] == 1 and patched["unlike"] == 0, (as_is, patched)
+    # 80 inputs of 80 dependencies: about inputs x dependencies / 2 lookups as Snakemake is (3,330
+    # here), about 2 per input with it (169)
+    assert as_is["hashes"] > 80 * 80 / 3 and patched["hashes"] < 3 * 85, (as_is, patched)

@@ -38,15 +38,15 @@ ETHOSWEEP_DIR = Path(str(workflow.current_basedir)).resolve().parents[1]
 os.environ.update(
     PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ETHOSWEEP_DIR / "src")) if p)
 )
-# Package versions (provenance, the warm worker's key) looked up once here and inherited by
-# every job running this interpreter, instead of each job reading package metadata again.
+# Package versions (provenance, the warm worker's key) looked up once, here, for every job
 ethosweep_provenance.export_tool_versions()
 ethosweep_worker.export_fingerprint()
-# In a SLURM job's own Snakemake, which runs each of its jobs (a group's cells) in a job step: one
-# warm worker for them all (ethosweep.runtime.worker)
+# In a SLURM job's own Snakemake (a group's cells, each in a job step): one warm worker for them all
 ethosweep_worker.serve_cluster_job(sys.argv)
-# Snakemake's scheduler polls every ready job once a second per job ended (ethosweep.runtime.scheduling)
+# Snakemake's scheduler polls every ready job once a second per job ended, and asks of each input of
+# a job every dependency whether it is a pipe (ethosweep.runtime.scheduling)
 ethosweep_scheduling.without_idle_rounds()
+ethosweep_scheduling.without_quadratic_input_check()
 # ... and a SLURM group job's Snakemake runs its cells one at a time on the group's CPUs (same module)
 ethosweep_scheduling.group_steps_side_by_side(workflow, sys.argv)
 # A job's script process without importing Snakemake (ethosweep.runtime.job_script)
