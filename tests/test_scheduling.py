@@ -12,8 +12,15 @@ SNAKEFILE = """
 import threading
 from snakemake.scheduling.job_scheduler import JobScheduler
 {patch}
-# what the test reads: the rounds that looked at every ready job's inputs, and threads alive at most
-seen = {{"selections": 0, "threads": 0}}
+from snakemake.io import _IOFile
+# what the test reads: the rounds that looked at every ready job's inputs, threads alive at most,
+# and the input sizes the rounds asked for
+seen = {{"selections": 0, "threads": 0, "sizes": 0}}
+size = _IOFile.size
+async def counted_size(self):
+    seen["sizes"] += 1
+    return await size(self)
+_IOFile.size = counted_size
 sizes, rearm = JobScheduler.update_input_sizes, JobScheduler._schedule_reevalutation
 async def counted_sizes(self, jobs):
     seen["selections"] += 1
@@ -38,12 +45,12 @@ rule waiting:
     output: "waiting/{{i}}"
     shell: "touch {{output}}"
 onsuccess:
-    print(f"selections {{seen['selections']}} threads {{seen['threads']}}")
+    print(f"selections {{seen['selections']}} threads {{seen['threads']}} sizes {{seen['sizes']}}")
 """
 
 
-def rounds(tmp_path, patched: bool) -> tuple[int, int]:
-    """(rounds that selected jobs, threads alive at most) of the toy workflow on one core."""
+def rounds(tmp_path, patched: bool) -> tuple[int, int, int]:
+    """(rounds that selected jobs, threads alive at most, input sizes asked) of the toy workflow on one core."""
     patch = f"sys.path.insert(0, {str(REPO / 'src')!r})\nfrom ethosweep.runtime.scheduling import without_idle_rounds\n"
     patch += "assert without_idle_rounds()" if patched else ""
     folder = tmp_path / ("patched" if patched else "as-is")
@@ -52,8 +59,8 @@ def rounds(tmp_path, patched: bool) -> tuple[int, int]:
     command = [sys.executable, "-m", "snakemake", "--cores", "1", "--scheduler", "greedy", "--quiet", "all"]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    selections, threads = (int(n) for n in done.stdout.split("selections ")[1].split()[::2])
-    return selections, threads
+    selections, threads, sizes = (int(n) for n in done.stdout.split("selections ")[1].split()[::2])
+    return selections, threads, sizes
 
 
 def test_a_run_with_jobs_waiting_for_a_core_does_not_poll_them(tmp_path):
@@ -64,6 +71,9 @@ def test_a_run_with_jobs_waiting_for_a_core_does_not_poll_them(tmp_path):
     # 121 jobs, each ending in a round (and a timer's a second): about one selection per job
     assert patched[0] <= 121 + 20 and patched[1] <= 5, patched
     assert as_is[0] > 2 * patched[0] and as_is[1] > 50, as_is
+    # a ready job's inputs are finished files: their sizes asked once, not in every round (the 121
+    # jobs' files are asked for elsewhere too, as each is written: 301 in all here, 2,566 as-is)
+    assert patched[2] <= 3 * 121 and as_is[2] > 5 * patched[2], (as_is, patched)
 
 
 RAISED = """

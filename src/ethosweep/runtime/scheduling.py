@@ -1,30 +1,31 @@
-"""Snakemake's job scheduler without its idle rounds, in the workflow's main process.
+"""Snakemake's job scheduler without its idle rounds and quadratic checks, in the workflow's main process.
 
 Snakemake 9's scheduler (snakemake.scheduling.job_scheduler.JobScheduler) ends every round by
 arming a timer for its job-rate limit (--max-jobs-per-timespan, 100/1s by default), whether the
 limit was reached or not, and the timer starts another round, which arms another: each job that
 ends adds a chain that never stops, so after n jobs it runs about n rounds a second. And a round
 stats every input of every ready job before it asks whether a core is free. A sweep keeps
-thousands of Vela jobs ready behind its lowerings, and the main process's share of the cores grows
-with the run (measured: docs/performance.md, "Snakemake's idle rounds"). Two changes undo it:
+thousands of jobs ready, and the main process's share of the cores grows with the run
+(docs/performance.md, "Snakemake's idle rounds"). without_idle_rounds changes three things:
 
 - at most one re-evaluation timer is pending (the rate limit is still re-checked after its timespan);
-- a round with no free core selects nothing without looking (a job's end starts a round anyway).
-
-Applied only while Snakemake's scheduler still has the two methods it replaces.
+- a round with no free core selects nothing without looking (a job's end starts a round anyway);
+- a round stats only the inputs whose size it does not know yet: a ready job's inputs are finished
+  files, and their sizes only weigh jobs of equal priority.
 
 Before a job runs, Snakemake asks of each of its inputs whether a dependency makes it a pipe or a
-service (Job.is_pipe_or_service_input), looking through every dependency's files: for the end of
-run's jobs, which read every cell's files, that is inputs x dependencies (at 6,000 cells 30,000 x
-7,300: half a minute before the summary's 3 s job). without_quadratic_input_check answers from the
-job's pipe and service inputs, collected in one pass over its dependencies.
+service (Job.is_pipe_or_service_input), looking through every dependency's files: inputs times
+dependencies for the end of run's jobs, which read every cell's files. without_quadratic_input_check
+answers from the job's pipe and service inputs, collected in one pass over its dependencies.
 
-And in a SLURM group job's own Snakemake, the group's cells run side by side on the CPUs the group
-asked for, where the SLURM plugin would run them one at a time (group_steps_side_by_side).
+Each is applied only while Snakemake still has the methods it replaces. And in a SLURM group job's
+own Snakemake, the group's cells run side by side on the CPUs the group asked for, where the SLURM
+plugin would run them one at a time (group_steps_side_by_side).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
@@ -38,7 +39,8 @@ def without_idle_rounds() -> bool:
         return False
     if getattr(JobScheduler, "_ethosweep_without_idle_rounds", False):
         return True
-    if not all(hasattr(JobScheduler, name) for name in ("_schedule_reevalutation", "job_selector")):
+    replaced = ("_schedule_reevalutation", "job_selector", "update_input_sizes")
+    if not all(hasattr(JobScheduler, name) for name in replaced):
         return False
     select = JobScheduler.job_selector
 
@@ -56,8 +58,21 @@ def without_idle_rounds() -> bool:
             return []
         return select(self, jobs)
 
+    async def update_input_sizes(self, jobs) -> None:
+        async def get_size(path):
+            return path, await path.size() if await path.exists() else None
+
+        paths = {path for job in jobs for path in job.input}
+        unknown = [path for path in paths if self._input_sizes.get(path) is None]
+        if unknown:
+            self._input_sizes.update(await asyncio.gather(*[get_size(path) for path in unknown]))
+        if len(self._input_sizes) > 10000:  # as Snakemake bounds it: the sizes of the jobs at hand
+            for path in [path for path in self._input_sizes if path not in paths]:
+                del self._input_sizes[path]
+
     JobScheduler._schedule_reevalutation = _schedule_reevalutation
     JobScheduler.job_selector = job_selector
+    JobScheduler.update_input_sizes = update_input_sizes
     JobScheduler._ethosweep_without_idle_rounds = True
     return True
 
