@@ -149,7 +149,7 @@ def test_a_residual_add_kept_on_the_cpu_leaves_no_float_dequantize_in_a_partitio
 def test_a_partition_too_large_for_its_memory_modes_sram_is_a_cell_that_does_not_fit(tmp_path):
     from ethosweep.results.picks import board_pick
     from ethosweep.results.summary import failed_rows
-    from ethosweep.results.terminal import outcome
+    from ethosweep.results.terminal import format_table, outcome
     from ethosweep.runtime.isolation import ToolFailed
     from ethosweep.runtime.outcome import failure_record
     from ethosweep.vela.partitions import Search, VelaRun, vela_failure
@@ -171,6 +171,9 @@ def test_a_partition_too_large_for_its_memory_modes_sram_is_a_cell_that_does_not
     (row,) = failed_rows({**cell, "memory_mode": "Dedicated_Sram_256KB"}, record)
     assert (row["status"], outcome(row)) == ("does not fit", "does not fit")
     assert board_pick("m", [row], None).verdict == "does not fit"
+    # under the end of the run's table, said once
+    (line,) = [x for x in format_table([row]).splitlines() if "[a16w8]" in x]
+    assert line.startswith("  does not fit: m [a16w8] ethos-u65-256 / Dedicated_Sram_256KB: vela: Vela needs 262,592")
     # any other Vela failure stays a failure
     other = vela_failure(ToolFailed("Vela on partition 0: boom"), 0, b"p", run, Search(None, ""))
     (row,) = failed_rows({**cell, "memory_mode": "Dedicated_Sram_256KB"}, {**record, "does_not_fit": None})

@@ -180,6 +180,8 @@ def _failures(failed: list[dict], several_velas: bool) -> list[str]:
         vela = f" with Vela {r.get('vela_version')}" if several_velas else ""
         own = f"{r['target']} / {r['memory_mode']}"
         reason = r.get("reason", "")
+        if r["status"] == DOES_NOT_FIT:  # the line says it first
+            reason = reason.replace(f"{DOES_NOT_FIT}: ", "", 1)
         key = (r["status"], r["model"], r["quantization"], _siblings_reason(reason, own))
         cells, _ = where.setdefault(key, ([], reason))
         if (cell := f"{own}{vela}") not in cells:  # once, whatever its boards
