@@ -8,6 +8,7 @@ from collections import Counter
 
 from ethosweep.matrix.cell import cell_id
 from ethosweep.results.table import COMPILED, DOES_NOT_FIT, NOT_VERIFIED, NOT_VERIFIED_REASON, firmware_footer, number
+from ethosweep.runtime.outcome import REASON_CHARS
 
 # Past this many rows a row per cell scrolls the run's answer out of sight (the deployed zoo's sweep
 # has 6,720); the default matrix (90 rows) keeps its table. summary.csv and the report hold every row.
@@ -194,9 +195,9 @@ def _failures(failed: list[dict], several_velas: bool) -> list[str]:
     return lines
 
 
-# A record's reason is cut at 400 characters (runtime.execute.one_line), after its cell's name, which
-# is 24 to 36 characters: where it was cut, siblings are compared on what all of them kept.
-_KEPT = 340
+# A record's reason is cut (runtime.execute.one_line) at a place that moves with its cell's name (24
+# to 36 characters, after " on "): where it was cut, siblings are compared on what all of them kept.
+_KEPT = REASON_CHARS - 60
 
 
 def _siblings_reason(reason: str, own: str) -> str:

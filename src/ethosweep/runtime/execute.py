@@ -30,6 +30,7 @@ from ethosweep.runtime.errors import (
     reproduced,
     where_raised,
 )
+from ethosweep.runtime.outcome import REASON_CHARS
 from ethosweep.runtime.provenance import tool_versions
 from ethosweep.runtime.supervise import Limits, run_supervised
 
@@ -129,8 +130,8 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, (KeyboardInterrupt, Stopped)):
         return f"interrupted ({type(error).__name__}{': ' + str(error) if str(error) else ''})"
     text = " ".join(str(error).split()) or type(error).__name__
-    if len(text) > 400:
-        text = text[:397] + "..."
+    if len(text) > REASON_CHARS:
+        text = text[: REASON_CHARS - 3] + "..."
     return text if isinstance(error, StageError) else f"{type(error).__name__}: {text}"
 
 

@@ -34,6 +34,8 @@ KEY = "ethosweep_failed"
 # The record inside a directory output (the lower stage's `tosa/`, a deployment bundle).
 IN_DIRECTORY = "FAILED.json"
 _PREFIX = b'{"' + KEY.encode() + b'"'
+# how long a failure's reason may be in its record (ethosweep.runtime.execute.one_line cuts it)
+REASON_CHARS = 400
 
 
 def failure_of(path: str | os.PathLike) -> dict | None:
