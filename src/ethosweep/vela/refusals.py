@@ -277,8 +277,7 @@ class _Search:
         own answer guarantees). 1 + k + (units in the k parts) Vela runs at most, where a search
         takes tens to hundreds. None if any does not hold. A seed whose search stopped at its limit
         guarantees no such minimum, so only the first two are asked of it: the same partition's
-        search would stop at the same limit again (MobileViT-XXS int8: 385 Vela runs in each of 20
-        cells, each as incomplete as the seed, docs/performance.md)."""
+        search would stop at the same limit again (docs/performance.md measures what that saves)."""
         with loaded(self.tosa) as (_, block):
             made_by = {tensor: i for i, op in enumerate(block.operators) for tensor in op.outputs}
         unit_of = {i: unit for unit in grouped for i in unit}
