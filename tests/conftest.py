@@ -15,9 +15,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-# One torch thread per test process, as every stage job has (`threads: 1`): the two pytest-xdist
-# workers already fill the two cores, and a second OpenMP thread would spin at each barrier waiting
-# for a core the other worker holds (docs/how-it-works.md, "The tests"). Read when torch is imported.
+# One torch thread per test process, as every stage job has (`threads: 1`): the pytest-xdist workers
+# already fill the cores, and a second OpenMP thread would spin at each barrier waiting for a core
+# another worker holds (docs/how-it-works.md, "The tests"). Read when torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The tiny matrix the workflow tests run for real: the workflow's test config (.test/, the
