@@ -128,11 +128,14 @@ CONTRACT = [
     ("qemu", "model error", RECORDED, "TOOL", "the runner failed in QEMU: kernel 'aten::exp.out' not found"),
     ("qemu", "time limit", RETRIED, "TIME", "QEMU did not finish within 1 s"),
     ("qemu", "native crash", RECORDED, "CRASH", "the runner failed in QEMU: exit code -11"),
+    # a program not installed (any more) on this machine: the machine's, retried once it is there
+    ("qemu", "tool missing", RETRIED, "MISSING_TOOL", "No such file or directory"),
     ("fvp", "model error", RECORDED, "TOOL", "FVP run failed: E [executorch:x] Method loading failed (exit 0"),
     ("fvp", "time limit", RETRIED, "TIME", "FVP run stopped at its time limit of 1 s"),
     # another Vela version's environment, made from the package registry
     ("install vela", "missing version", RECORDED, "MISSING_VERSION", "there is no version of ethos-u-vela==9.9.9"),
     ("install vela", "registry outage", RETRIED, "NETWORK", "Failed to fetch"),
+    ("install vela", "tool missing", RETRIED, "MISSING_TOOL", "uv is needed to make environments"),
     # the end of the run: never recorded
     *(
         (stage, fault, FAILS, "", "")
@@ -391,7 +394,9 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             "model error": "echo \"ethosweep-runner: error: kernel 'aten::exp.out' not found\"; exit 1",
             "native crash": "kill -SEGV $$",
         }
-        qemu = fake_tool(folder, "qemu", body[fault] if faults.active() else 'echo "ethosweep-runner: done"')
+        qemu = fake_tool(folder, "qemu", body.get(fault, "") if faults.active() else 'echo "ethosweep-runner: done"')
+        if fault == "tool missing" and faults.active():
+            qemu = str(folder / "not-installed" / "qemu-system-arm")
         for name in ("elf", "pte", "run_inputs"):
             (folder / name).write_bytes(b"\0")
         import torch
@@ -434,9 +439,12 @@ def job_of(stage: str, fault: str, folder: Path, lowered: Path, monkeypatch) -> 
             "missing version": "file://" + str(_empty_index(folder)),
             "registry outage": "http://127.0.0.1:9/simple",
         }
-        monkeypatch.setenv("UV_INDEX_URL", index[fault] if faults.active() else index["missing version"])
+        monkeypatch.setenv("UV_INDEX_URL", index.get(fault if faults.active() else "", index["missing version"]))
         monkeypatch.setenv("UV_HTTP_RETRIES", "0")
         monkeypatch.setenv("UV_NO_CACHE", "1")
+        if fault == "tool missing":  # run without `uv run`, on a machine without uv
+            monkeypatch.delenv("UV", raising=False)
+            monkeypatch.setenv("PATH", str(folder / "bin"))
         version = "9.9.9" if faults.active() else "0.0.0"  # the fault gone: not tried (no registry here)
         return request(
             folder,
@@ -634,3 +642,16 @@ def test_the_docs_show_this_table():
     text = (REPO / "docs" / "failures.md").read_text()
     for stage, fault, outcome, _, _ in CONTRACT:
         assert f"| {stage} | {fault} | {outcome} |" in text, (stage, fault)
+
+
+def test_a_program_that_cannot_be_started_is_the_machines_a_file_that_is_not_there_the_inputs(tmp_path):
+    """Both are FileNotFoundError: a program missing on this machine is retried once it is installed
+    (a rerun with `uv run`, after `apt-get install`), a file the model or its input names is kept."""
+    from ethosweep.runtime.errors import Fault, fault_of, kept
+
+    with pytest.raises(FileNotFoundError) as program:
+        subprocess.run([str(tmp_path / "qemu-system-arm")])
+    with pytest.raises(FileNotFoundError) as data:
+        open(tmp_path / "weights.pt", "rb")
+    assert fault_of(program.value) is Fault.MISSING_TOOL and not kept(Fault.MISSING_TOOL)
+    assert fault_of(data.value) is Fault.TOOL and kept(fault_of(data.value))

@@ -17,6 +17,7 @@ cell's own, recorded in place of its outputs and kept until what it depends on c
 | memory, disk, a time limit, interrupted  | no: the job fails and the next run retries it, until |
 |                                          | it failed alike three runs in a row (then recorded)  |
 | the registry or network unreachable      | no                                                   |
+| a tool missing on this machine           | no (install it and rerun)                            |
 | an input file damaged on disk            | no (delete it and rerun)                             |
 
 docs/failures.md shows the same table and tests/test_fault_matrix.py walks it, stage by stage.
@@ -52,6 +53,7 @@ class Fault(enum.Enum):
     TIME = "a time limit"
     INTERRUPT = "an interruption"
     NETWORK = "the registry or network unreachable"
+    MISSING_TOOL = "a tool missing on this machine"
     DAMAGED = "an input file damaged on disk"
 
 
@@ -161,13 +163,14 @@ def where_raised(error: BaseException) -> str:
 
 def of_the_machine(error: BaseException) -> bool:
     """Whether a stage's exception is the machine's (memory, disk, time, interrupt, network, a damaged
-    file): a stage that catches failures to try something else (a fallback, a search) lets these go."""
+    file, a missing tool): a stage that catches failures to try something else (a fallback, a search) lets these go."""
     fault = fault_of(error)
     return fault not in KEPT and fault is not Fault.CRASH
 
 
 def machine_fault(error: BaseException) -> Fault | None:
-    """The machine's fault this one exception is (memory, disk, time, interrupt), or None."""
+    """The machine's fault this one exception is (memory, disk, time, interrupt, network, a missing
+    tool), or None."""
     if isinstance(error, StageError) and error.fault not in KEPT and error.fault is not Fault.CRASH:
         return error.fault
     for kind, fault in _MACHINE_TYPES:
@@ -181,9 +184,20 @@ def machine_fault(error: BaseException) -> Fault | None:
         return Fault.NETWORK
     if _is_url_error(error):
         return Fault.NETWORK
+    if isinstance(error, FileNotFoundError) and _starting_a_program(error):
+        return Fault.MISSING_TOOL
     if isinstance(error, RuntimeError) and _ALLOCATOR.search(str(error)):
         return Fault.MEMORY
     return None
+
+
+def _starting_a_program(error: FileNotFoundError) -> bool:
+    """subprocess could not start the program (not on this machine): the error is raised where it
+    starts one, not by a file the input names."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_name == "_execute_child"
 
 
 def _is_url_error(error: BaseException) -> bool:

@@ -45,7 +45,8 @@ def find_uv() -> str:
     if not found:
         raise StageError(
             "uv is needed to make environments for other Vela versions and was not found "
-            "(neither $UV nor uv on PATH); install it (https://docs.astral.sh/uv/) and run with `uv run snakemake`"
+            "(neither $UV nor uv on PATH); install it (https://docs.astral.sh/uv/) and run with `uv run snakemake`",
+            Fault.MISSING_TOOL,  # the machine's, not the cell's: the run with uv retries it
         )
     return found
 
