@@ -66,7 +66,8 @@ def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = Fal
 # With ETHOSWEEP_BENCHMARK_WORKERS=shared (the tests' small modes, tests/test_benchmarks.py) a "cold"
 # run uses the machine's warm worker like any other run: a test session then imports torch and
 # ExecuTorch in one worker, not again for each cold run (~9 CPU-seconds each on a 2-core machine, a
-# dozen cold runs). Such a run's time is not a cold run's, and the benchmark says so.
+# dozen cold runs); and the store ETHOSWEEP_CACHE names, if one is set (the test session's). Such a
+# run's time is not a cold run's, and the benchmark says so.
 SHARED_WORKERS = "ETHOSWEEP_BENCHMARK_WORKERS"
 _told = []
 
@@ -80,7 +81,8 @@ def own_workers(cold: bool = True, source: Path = REPO):
     shared = cold and source == REPO and os.environ.get(SHARED_WORKERS) == "shared"
     if shared and not _told:
         _told.append(True)
-        print(f"  (cold runs use the machine's warm worker: {SHARED_WORKERS}=shared; their times are not cold)")
+        store = f" and the store {os.environ['ETHOSWEEP_CACHE']}" if os.environ.get("ETHOSWEEP_CACHE") else ""
+        print(f"  (cold runs use the machine's warm worker{store}: {SHARED_WORKERS}=shared; their times are not cold)")
     if not cold or shared:
         yield {}
         return
@@ -128,7 +130,10 @@ def timed(name: str, func, width: int = 58) -> float:
 def warm_page_cache() -> None:
     """Read the code and libraries of what both sides import, once, untimed: whichever side runs
     first would otherwise read torch and ExecuTorch from disk for the other. Read, not imported:
-    importing them costs ~6 CPU-seconds, reading them from the page cache about one."""
+    importing them costs ~6 CPU-seconds, reading them from the page cache about one. Not with
+    shared workers (the tests): the times are not compared, and the test session keeps them read."""
+    if os.environ.get(SHARED_WORKERS) == "shared":
+        return
     for package in ("torch", "executorch", "snakemake"):
         for folder in importlib.util.find_spec(package).submodule_search_locations:
             for path in Path(folder).rglob("*"):

@@ -13,9 +13,17 @@ import pytest
 from conftest import REPO
 
 
+@pytest.fixture(autouse=True)
+def with_the_session_store(session_store, monkeypatch):
+    """The benchmarks' runs take from the session's store what another run of the session computed
+    (a benchmark runs its models several times: cold, again alone, the seeds' way beside them)."""
+    for name, value in session_store.items():
+        monkeypatch.setenv(name, value)
+
+
 def run_benchmark(script: str, *args: str, workdir) -> str:
     """A benchmark's small mode, its cold runs on the session's warm worker (perf/workdirs.py
-    own_workers): what is checked here is each step and verdict, not a cold run's time."""
+    own_workers) and store: what is checked here is each step and verdict, not a cold run's time."""
     proc = subprocess.run(
         [sys.executable, str(REPO / "perf" / script), *args, "--workdir", str(workdir)],
         capture_output=True,
