@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from workdirs import SHARED_WORKERS
+
 REPO = Path(__file__).resolve().parents[1]
 
 PEER_MODEL_FILE = '''\
@@ -113,14 +115,12 @@ def run_peer(peer_dir: Path, cells, workers: int) -> dict[str, str]:
     """Every cell the seeds' way, `workers` at a time; cell id -> '' or why it failed (its log's
     last line: a cell the seeds' way cannot compile fails there, and is not compared)."""
     shutil.rmtree(peer_dir, ignore_errors=True)
+    run = _forked_from_one_import() if os.environ.get(SHARED_WORKERS) == "shared" else _process
 
     def one(cell) -> tuple[str, str]:
         out = peer_dir / cell.id
         out.mkdir(parents=True)
-        with open(out / "log.txt", "w") as log:
-            code = subprocess.run(
-                peer_command(peer_dir, out, cell), stdout=log, stderr=log, cwd=out, env=PEER_ENV
-            ).returncode
+        code = run(peer_command(peer_dir, out, cell), out)
         if code == 0:
             return cell.id, ""
         lines = [line for line in (out / "log.txt").read_text(errors="replace").splitlines() if line.strip()]
@@ -128,6 +128,47 @@ def run_peer(peer_dir: Path, cells, workers: int) -> dict[str, str]:
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         return dict(pool.map(one, cells))
+
+
+def _process(command: list[str], out: Path) -> int:
+    """The command in a process of its own, as the seeds' way runs it; its exit status."""
+    with open(out / "log.txt", "w") as log:
+        return subprocess.run(command, stdout=log, stderr=log, cwd=out, env=PEER_ENV).returncode
+
+
+# The tests' small modes (SHARED_WORKERS, as their cold runs use the machine's warm worker): each
+# command in a fork of one process that imported aot_arm_compiler once, instead of a process that
+# imports torch and ExecuTorch again (~6 CPU-seconds a cell). Its time is not the seeds' way's.
+AOT_MODULE = "executorch.backends.arm.scripts.aot_arm_compiler"
+
+
+def _forked_from_one_import():
+    import multiprocessing
+
+    os.environ["OMP_NUM_THREADS"] = PEER_ENV["OMP_NUM_THREADS"]  # the forks' torch, as PEER_ENV sets it
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([AOT_MODULE])
+    print(f"  (the seeds' way runs in forks of one process that imported it: {SHARED_WORKERS}=shared; not its times)")
+
+    def run(command: list[str], out: Path) -> int:
+        process = context.Process(target=_aot_in_this_process, args=(command[command.index(AOT_MODULE) + 1 :], out))
+        process.start()
+        process.join()
+        return process.exitcode
+
+    return run
+
+
+def _aot_in_this_process(args: list[str], out: Path) -> None:
+    """aot_arm_compiler's main with `args`, in `out`, its output to out/log.txt."""
+    import runpy
+
+    os.chdir(out)
+    with open(out / "log.txt", "w") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    sys.argv = [AOT_MODULE, *args]
+    runpy.run_module(AOT_MODULE, run_name="__main__", alter_sys=True)
 
 
 # ---- the same work ---------------------------------------------------------------------
