@@ -107,14 +107,19 @@ def defines(module: str, function: str) -> bool:
 
 def imports_torch(module: str) -> bool:
     """Whether the module (anywhere in it, function-level imports included) imports torch or ExecuTorch."""
+    return bool(top_level_imports(module) & {"torch", "executorch", "torchao"})
+
+
+def top_level_imports(module: str) -> set[str]:
+    """The top-level packages the module imports, anywhere in it (function-level imports included)."""
     tree = ast.parse(codeversion.module_path(module).read_text())
+    found = set()
     for node in ast.walk(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names = [node.module]
-        if any(n.split(".")[0] in ("torch", "executorch", "torchao") for n in names):
-            return True
-    return False
+        found.update(n.split(".")[0] for n in names)
+    return found
 
 
 def test_every_rule_that_runs_code_has_a_code_param_naming_its_scripts_module():
@@ -228,6 +233,20 @@ def test_binding_builds_a_dataclass_from_the_items_named_as_its_fields():
 def test_the_warm_worker_serves_exactly_the_stages_that_import_torch():
     heavy = {m for m in stage_modules() if any(imports_torch(x) for x in codeversion.closure(m))}
     assert set(WARM_MODULES) == heavy
+
+
+def test_the_report_stages_run_in_a_serving_worker_that_imported_their_libraries():
+    """WARM_IF_SERVING: torch-free stages a worker already up runs without importing matplotlib or
+    jinja2 again, because its server imported them."""
+    from ethosweep.runtime.jobs import WARM_IF_SERVING
+    from ethosweep.runtime.worker import PRELOAD
+
+    for module in WARM_IF_SERVING:
+        closure = codeversion.closure(module)
+        assert module in stage_modules() and not any(imports_torch(x) for x in closure), module
+        libraries = set().union(*(top_level_imports(x) for x in closure)) & {"matplotlib", "jinja2"}
+        assert libraries, f"{module} imports neither matplotlib nor jinja2: nothing to gain in a worker"
+        assert libraries <= {name.split(".")[0] for name in PRELOAD}, module
 
 
 def test_no_stage_imports_another_stage():

@@ -47,6 +47,12 @@ WARM_MODULES = (
 )
 
 
+# Torch-free stages whose libraries (matplotlib, jinja2) are slow to import: they run in a warm worker
+# that is already serving (at the end of a run that compiled anything, it is), never worth starting
+# one for. The server imports those libraries too (ethosweep.runtime.worker.PRELOAD).
+WARM_IF_SERVING = ("ethosweep.results.report.plots", "ethosweep.results.report.index", "ethosweep.results.report.cells")
+
+
 def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     """How terminal messages name a job: 'compile_with_vela mnist/int8/ethos-u55-128/...' (a cell
     of another Vela version ends in '@vela-<version>', as its path does)."""
@@ -269,13 +275,17 @@ def _pass_on(smk: Any, record: dict, directories: Sequence[str], label: str) -> 
 
 def dispatch(request: dict[str, Any]) -> dict[str, Any]:
     """Run a request in a warm worker if it pays off and one is available, else here."""
-    if not any(step["ref"].partition(":")[0] in WARM_MODULES for step in request["steps"]):
+    modules = {step["ref"].partition(":")[0] for step in request["steps"]}
+    warm, if_serving = bool(modules.intersection(WARM_MODULES)), bool(modules.intersection(WARM_IF_SERVING))
+    if not (warm or if_serving):
         return _execute_here(request)
-    from ethosweep.runtime import worker  # only the torch stages' clients need it
+    from ethosweep.runtime import worker  # only these stages' clients need it
 
     if worker.enabled():
         try:
-            return worker.submit(request)
+            outcome = worker.submit(request) if warm else worker.submit_if_serving(request)
+            if outcome is not None:
+                return outcome
         except (worker.Unavailable, OSError) as error:
             print(
                 f"ethosweep: warm worker unavailable ({error}); running {request['label']} in its own process",

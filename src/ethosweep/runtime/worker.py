@@ -1,42 +1,13 @@
-"""A warm fork server for the jobs that import torch and ExecuTorch.
-
-Importing torch + ExecuTorch's Arm backend costs 7-15 s per process, more than
-most jobs' own work. Every Snakemake job stays a job (its own inputs, outputs,
-log and staleness), but instead of importing everything itself, a job's thin
-client asks this server to run it: the server has imported the heavy
-*third-party* modules once and forks a fresh child per job.
-
-Why it is safe:
-- No stale state: the server never runs job code and never imports ethosweep's
-  stage modules; each job runs in a new fork that imports them from disk (so
-  library edits are seen), with the client's working directory, environment and
-  sys.path. A server is keyed by a fingerprint of the whole Python environment
-  (the interpreter and every installed distribution, ethosweep.runtime.packages.
-  distributions_key) and of its own code: after `uv sync` changes any package
-  (scikit-learn, flatbuffers and the others it preloads included), clients start a
-  new server and the old one times out.
-- Crash-safe: a job that crashes kills only its child; the client reports the
-  failure and Snakemake handles it like any failed job. If the server cannot be
-  reached or started, the client runs the job in-process instead.
-- Clean shutdown: the server exits after `IDLE_SECONDS` without jobs (five minutes;
-  ETHOSWEEP_WORKER_IDLE=<seconds> sets it), or when told to (`shutdown`). It outlives
-  the run that started it on purpose: its imports are a run's largest fixed cost
-  (~6 s here), and the run after one (a target added, a model edited) usually comes
-  within minutes. A child whose client goes away (Snakemake interrupted) stops its
-  job, so no orphan keeps writing outputs. A server starting removes the files (locks,
-  log) of servers that exited more than STALE_SECONDS ago.
-- Single-threaded accept loop, fork per connection: no locks held by other
-  threads at fork time. Only the client's user can reach the socket (0700 dir).
-
-Set ETHOSWEEP_WORKER=0 to run every job in its own process instead.
-ETHOSWEEP_WORKER_DIR=<folder> puts the servers' sockets there (default: a private folder in
-$XDG_RUNTIME_DIR or /tmp): a benchmark's cold runs use a folder of their own, so that they start
-cold and stop only the servers they started, never the worker of a sweep running beside them.
-Inside a cluster job (SLURM_JOB_ID set) only the job's own Snakemake (its batch step) starts a
-server, when it runs several jobs (a group's cells, each in a job step of its own): keyed by the
-job and bound to that process, so it ends with the job even where SLURM does not track processes
-by cgroup. Its steps use it, and the cells import torch once, not once each; a job step never
-starts a server of its own.
+"""A warm fork server for the jobs that import torch and ExecuTorch (7-15 s a process, more than
+most jobs' own work): each job stays a Snakemake job, but its thin client asks this server, which
+imported the heavy third-party modules once, to run it in a fresh fork that imports ethosweep's own
+code from disk, in the client's directory and environment. Keyed by a fingerprint of the Python
+environment and of this module; a job that crashes kills only its fork; the server exits after
+IDLE_SECONDS without jobs (ETHOSWEEP_WORKER_IDLE), or when told to; a single-threaded accept loop
+forks with no other thread's lock held. ETHOSWEEP_WORKER=0 runs every job in a process of its own,
+ETHOSWEEP_WORKER_DIR puts the sockets elsewhere (a benchmark's cold runs). In a SLURM job only the
+job's own Snakemake starts one, bound to it, for its job steps. docs/how-it-works.md says why each
+of these holds.
 """
 
 from __future__ import annotations
@@ -71,6 +42,9 @@ PRELOAD = (
     "executorch.devtools",
     "tosa_reference_model",
     "sklearn.datasets",
+    # the report's jobs, when a server is up (ethosweep.runtime.jobs.WARM_IF_SERVING)
+    "matplotlib.pyplot",
+    "jinja2",
 )
 
 
@@ -153,6 +127,17 @@ def submit(request: dict[str, Any]) -> dict[str, Any]:
     """Run a job request in a warm server's child; returns its outcome dict."""
     path = socket_path()
     conn = _connect(path) or (_wait_for_server(path) if cluster_job() else _start_and_connect(path))
+    return _exchange(conn, request)
+
+
+def submit_if_serving(request: dict[str, Any]) -> dict[str, Any] | None:
+    """Run a job request in a server that is already up; None if none is (then it is not worth
+    starting one for this job)."""
+    conn = _connect(socket_path())
+    return None if conn is None else _exchange(conn, request)
+
+
+def _exchange(conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
     with conn:
         conn.sendall((json.dumps(request) + "\n").encode())
         reply = _read_line(conn)
