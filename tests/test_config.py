@@ -103,6 +103,36 @@ def test_schema_fills_defaults():
     assert config["quantization"] == ["int8"] and config["seed"] == 0
 
 
+def test_a_start_takes_the_last_starts_validation_of_the_same_config_and_schema(tmp_path):
+    """validate_once: Snakemake's validate (defaults filled in) once per config, schema and packages
+    in a working directory; the next start with the same ones takes its result."""
+    import copy
+    import shutil
+
+    from ethosweep.matrix.config_file import validate_once
+
+    checked = []
+
+    def check(config):
+        checked.append(dict(config))
+        validate(config, schema)
+
+    schema, memo = tmp_path / "schema.yaml", tmp_path / ".snakemake" / "ethosweep-config.json"
+    shutil.copy(SCHEMA, schema)
+    first, again = ({"models": [copy.deepcopy(ADD)]} for _ in range(2))  # validate fills in the model too
+    validate_once(first, schema, check, memo)
+    validate_once(again, schema, check, memo)
+    assert len(checked) == 1 and again == first and again["vela"]["optimise"] == "Performance"
+    validate_once({"models": [copy.deepcopy(ADD)], "seed": 3}, schema, check, memo)  # another config: checked
+    schema.write_text(schema.read_text() + "\n")  # the same config, another schema: checked
+    validate_once({"models": [copy.deepcopy(ADD)], "seed": 3}, schema, check, memo)
+    assert len(checked) == 3
+    with pytest.raises(WorkflowError):  # an invalid config is never remembered
+        validate_once({"models": [copy.deepcopy(ADD)], "seed": "x"}, schema, check, memo)
+    with pytest.raises(WorkflowError):
+        validate_once({"models": [copy.deepcopy(ADD)], "seed": "x"}, schema, check, memo)
+
+
 def test_per_target_vela_options_override_only_the_keys_they_set():
     config = {
         "models": [ADD],

@@ -25,7 +25,7 @@ from ethosweep.runtime import pandas_free as ethosweep_pandas_free
 from ethosweep.runtime import worker as ethosweep_worker
 from ethosweep.results.cpu_summary import format_cpu_lines
 from ethosweep.matrix.expand import ConfigError, build_sweep, dataset_files
-from ethosweep.matrix.config_file import resolve_models, schema_error
+from ethosweep.matrix.config_file import resolve_models, schema_error, validate_once
 from ethosweep.firmware.sdk import format_status as format_sdk_status
 from ethosweep.firmware.sdk import probe as probe_sdk
 
@@ -56,12 +56,11 @@ ethosweep_pandas_free.params_without_pandas()
 
 
 def validated(config):
+    schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
     try:
         with ethosweep_pandas_free.hidden():  # validate() imports it only to ask if the config is a data frame
-            validate(config, schema="../schemas/config.schema.yaml")
-    except WorkflowError:
-        # Say it in one line that names the key (Snakemake's own message dumps the schema).
-        schema = ETHOSWEEP_DIR / "workflow" / "schemas" / "config.schema.yaml"
+            validate_once(config, schema, lambda c: validate(c, schema=str(schema)))
+    except WorkflowError:  # said in one line that names the key (Snakemake's own message dumps the schema)
         raise WorkflowError(f"Invalid config: {schema_error(config, schema)}")
 
 

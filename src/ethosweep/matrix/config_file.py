@@ -8,8 +8,13 @@ Torch-free.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from ethosweep.runtime.io import atomic_write_text
 
 
 def yaml_problems(paths: Iterable[str | Path]) -> list[str]:
@@ -35,6 +40,36 @@ def yaml_problems(paths: Iterable[str | Path]) -> list[str]:
                 said += f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
             problems.append(f"{path}{where}: {said}")
     return problems
+
+
+# What the last start in a working directory made of its config (validate_once)
+VALIDATED = Path(".snakemake") / "ethosweep-config.json"
+
+
+def validate_once(config: dict[str, Any], schema: Path, check: Callable[[dict], None], memo: Path = VALIDATED) -> None:
+    """Validate `config` against `schema` with `check` (Snakemake's validate, which also fills in the
+    schema's defaults), or take what the last start in this working directory made of the same
+    config, schema and installed packages (`memo`): importing jsonschema and reading the schema cost
+    ~0.15 s of every start, a dry run's and each rerun's included. A config JSON cannot hold as it
+    is (tuples, integer keys) is checked every time."""
+    from ethosweep.runtime.packages import distributions_key
+
+    try:
+        said = json.dumps(config)
+    except (TypeError, ValueError):
+        return check(config)
+    key = hashlib.sha256("\n".join([said, schema.read_text(), distributions_key()]).encode()).hexdigest()
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or not one of ours
+        remembered = json.loads(memo.read_text())
+        if remembered["key"] == key:
+            config.clear()
+            config.update(remembered["config"])
+            return
+    check(config)
+    text = json.dumps({"key": key, "config": config})
+    if json.loads(text)["config"] == config:
+        with contextlib.suppress(OSError):
+            atomic_write_text(memo, text)
 
 
 def schema_error(config: dict[str, Any], schema_path: str | Path) -> str | None:

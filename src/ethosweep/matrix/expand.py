@@ -184,6 +184,8 @@ def _cpu_cells(cpus: list[str], models, quantization, skipped: list) -> list[Cpu
 
 def _boards(names: list[str], extra_files: list[str], base: Path, workflow_dir: Path) -> dict[str, "bd.Board"]:
     """The board profiles the config asks for, validated (built-in ones and `board_files`)."""
+    if not names and not extra_files:
+        return {}  # nothing to read or validate (importing jsonschema alone takes ~25 ms)
     import jsonschema
 
     schema = yaml.safe_load((workflow_dir / "workflow" / "schemas" / "board.schema.yaml").read_text())
