@@ -84,7 +84,8 @@ def say_what_stopped_the_run():
     print(
         "\nethosweep: the run stopped before its summary and report: a job above FAILED for a reason of the "
         "machine's that may not recur (memory, disk, a time limit, an interruption, the registry unreachable, a "
-        "damaged file). Run the same command again to retry it; every finished job is kept.",
+        "damaged file, a missing tool). Run the same command again to retry it, after installing what it names if "
+        "a tool was missing; every finished job is kept.",
         file=sys.stderr,
     )
 
