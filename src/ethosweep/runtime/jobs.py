@@ -58,12 +58,9 @@ def describe_job(rule: str, wildcards: dict[str, str]) -> str:
     of another Vela version ends in '@vela-<version>', as its path does)."""
     if not wildcards:
         return rule
-    label = f"{rule} {'/'.join(v for v in wildcards.values() if v)}"
-    if "@" not in label:  # every job's client runs this: the matrix is imported only for a tagged cell
-        return label
-    from ethosweep.matrix.cell import VELA_TAG
-
-    return label.replace("/" + VELA_TAG, VELA_TAG)
+    parts = [v for v in wildcards.values() if v]
+    # a tag (matrix.cell.VELA_TAG, the one wildcard that starts with '@') ends the part before it
+    return f"{rule} " + "".join(v if i == 0 or v.startswith("@") else "/" + v for i, v in enumerate(parts))
 
 
 def run_rule(smk: Any) -> None:
