@@ -143,22 +143,25 @@ def raised_in_ethosweep(error: BaseException) -> bool:
     in ethosweep's own code: the innermost frame of its traceback is one of the package's files."""
     if isinstance(error, (StageError, SystemExit, KeyboardInterrupt, Stopped)) or error.__traceback__ is None:
         return False
-    frame = error.__traceback__
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    return Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(PACKAGE)
+    return Path(_raised_at(error).tb_frame.f_code.co_filename).resolve().is_relative_to(PACKAGE)
 
 
 def where_raised(error: BaseException) -> str:
     """'ethosweep/verify/numerics.py:123 in verify_numerics': where an exception was raised."""
-    frame = error.__traceback__
-    if frame is None:
+    if error.__traceback__ is None:
         return ""
-    while frame.tb_next is not None:
-        frame = frame.tb_next
+    frame = _raised_at(error)
     path = Path(frame.tb_frame.f_code.co_filename).resolve()
     shown = path.relative_to(PACKAGE.parent) if path.is_relative_to(PACKAGE.parent) else path
     return f"{shown}:{frame.tb_lineno} in {frame.tb_frame.f_code.co_name}"
+
+
+def _raised_at(error: BaseException):  # -> types.TracebackType
+    """The last entry of an exception's traceback (not None): where it was raised."""
+    frame = error.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame
 
 
 def of_the_machine(error: BaseException) -> bool:
@@ -194,10 +197,7 @@ def machine_fault(error: BaseException) -> Fault | None:
 def _starting_a_program(error: FileNotFoundError) -> bool:
     """subprocess could not start the program (not on this machine): the error is raised where it
     starts one, not by a file the input names."""
-    frame = error.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    return frame is not None and frame.tb_frame.f_code.co_name == "_execute_child"
+    return error.__traceback__ is not None and _raised_at(error).tb_frame.f_code.co_name == "_execute_child"
 
 
 def _is_url_error(error: BaseException) -> bool:
