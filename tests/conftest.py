@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import preloaded
+
 REPO = Path(__file__).resolve().parents[1]
 
 # One torch thread per test process, as every stage job has (`threads: 1`): the pytest-xdist workers
@@ -83,9 +85,9 @@ def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> list[str]:
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the repository's workflow in `workdir`, as a user would (default profile included)."""
-    command = snakemake_command(workdir, *args)
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    """Run the repository's workflow in `workdir`, as a user would (default profile included); from
+    a process that imported Snakemake once (tests/preloaded.py)."""
+    proc = preloaded.run(snakemake_command(workdir, *args), env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     return proc
