@@ -137,38 +137,24 @@ def _process(command: list[str], out: Path) -> int:
 
 
 # The tests' small modes (SHARED_WORKERS, as their cold runs use the machine's warm worker): each
-# command in a fork of one process that imported aot_arm_compiler once, instead of a process that
-# imports torch and ExecuTorch again (~6 CPU-seconds a cell). Its time is not the seeds' way's.
+# command forked from a process that imported aot_arm_compiler once for the test session
+# (tests/preloaded.py), instead of a process that imports torch and ExecuTorch again (~9 CPU-seconds).
+# Its time is not the seeds' way's.
 AOT_MODULE = "executorch.backends.arm.scripts.aot_arm_compiler"
 
 
 def _forked_from_one_import():
-    import multiprocessing
+    sys.path.insert(0, str(REPO / "tests"))
+    import preloaded
 
-    os.environ["OMP_NUM_THREADS"] = PEER_ENV["OMP_NUM_THREADS"]  # the forks' torch, as PEER_ENV sets it
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([AOT_MODULE])
-    print(f"  (the seeds' way runs in forks of one process that imported it: {SHARED_WORKERS}=shared; not its times)")
+    print(f"  (the seeds' way runs forked from one process that imported it: {SHARED_WORKERS}=shared; not its times)")
 
     def run(command: list[str], out: Path) -> int:
-        process = context.Process(target=_aot_in_this_process, args=(command[command.index(AOT_MODULE) + 1 :], out))
-        process.start()
-        process.join()
-        return process.exitcode
+        args = command[command.index(AOT_MODULE) + 1 :]
+        log = out / "log.txt"
+        return preloaded.run_module(AOT_MODULE, args, cwd=str(out), env=PEER_ENV, stdout=log, stderr=log)
 
     return run
-
-
-def _aot_in_this_process(args: list[str], out: Path) -> None:
-    """aot_arm_compiler's main with `args`, in `out`, its output to out/log.txt."""
-    import runpy
-
-    os.chdir(out)
-    with open(out / "log.txt", "w") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-    sys.argv = [AOT_MODULE, *args]
-    runpy.run_module(AOT_MODULE, run_name="__main__", alter_sys=True)
 
 
 # ---- the same work ---------------------------------------------------------------------

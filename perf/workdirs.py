@@ -58,7 +58,7 @@ def snakemake(workdir: Path, cores: int, source: Path = REPO, via_uv: bool = Fal
     env = {**os.environ, "PYTHONPATH": str(source / "src")}
     command = snakemake_command(workdir, cores, "--quiet", "all", source=source, via_uv=via_uv)
     with own_workers(cold, source) as workers:
-        proc = subprocess.run(command, env={**env, **workers}, capture_output=True, text=True)
+        proc = run_snakemake(command, env={**env, **workers})
     if proc.returncode != 0:
         raise SystemExit(f"snakemake failed in {workdir}:\n{proc.stderr[-4000:]}")
 
@@ -97,6 +97,20 @@ def own_workers(cold: bool = True, source: Path = REPO):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def run_snakemake(command: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, text=True); with SHARED_WORKERS (the tests), a
+    `python -m snakemake` command forked from the test session's process that imported Snakemake
+    (tests/preloaded.py): most of a small run's start is Snakemake's imports, and its time is not
+    measured there."""
+    env = dict(os.environ if env is None else env)
+    if os.environ.get(SHARED_WORKERS) != "shared" or command[:3] != [sys.executable, "-m", "snakemake"]:
+        return subprocess.run(command, env=env, capture_output=True, text=True)
+    sys.path.insert(0, str(REPO / "tests"))
+    import preloaded
+
+    return preloaded.run(command, env)
+
+
 def run_all(commands: list[list[str]], cores: int) -> None:
     """Each command, `cores` at a time, quietly; the first failure ends the benchmark."""
 
@@ -109,7 +123,8 @@ def run_all(commands: list[list[str]], cores: int) -> None:
 
 def planned(workdir: Path, cores: int) -> dict[str, int]:
     """The jobs a dry run plans, by rule (its "Job stats" table; {} for nothing to do)."""
-    proc = subprocess.run(snakemake_command(workdir, cores, "--dry-run"), capture_output=True, text=True, check=True)
+    proc = run_snakemake(snakemake_command(workdir, cores, "--dry-run"))
+    proc.check_returncode()
     text = proc.stdout + proc.stderr
     if "Job stats:" not in text:
         return {}

@@ -64,7 +64,7 @@ from peer import (  # noqa: E402
     undelegated_by_peer,
     write_peer_models,
 )
-from workdirs import own_workers, snakemake_command, timed, warm_page_cache  # noqa: E402
+from workdirs import own_workers, run_snakemake, snakemake_command, timed, warm_page_cache  # noqa: E402
 
 # the attention preset's cheapest model to lower (9 s a profile here, tiny_vit 65 s): the smoke
 # checks that the benchmark reaches its verdict, the preset's runs measure
@@ -224,9 +224,7 @@ def run_sweep(name: str, work: Path, cores: int) -> tuple[subprocess.CompletedPr
     done = []
     with own_workers() as workers:  # cold: a worker of its own, no other run's
         environment = {**os.environ, **workers}
-        seconds = timed(
-            name, lambda: done.append(subprocess.run(command, capture_output=True, text=True, env=environment))
-        )
+        seconds = timed(name, lambda: done.append(run_snakemake(command, env=environment)))
     return done[0], seconds
 
 

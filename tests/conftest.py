@@ -144,6 +144,13 @@ def session_root(tmp_path_factory, worker_id) -> Path:
     return tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def preloaded_servers(tmp_path_factory, worker_id) -> None:
+    """The test session's servers of preloaded modules (tests/preloaded.py) in a folder of its own,
+    shared by its pytest-xdist workers and the benchmarks' scripts they start."""
+    os.environ[preloaded.FOLDER_VARIABLE] = str(session_root(tmp_path_factory, worker_id) / "preloaded")
+
+
 @pytest.fixture(scope="session")
 def session_store(tmp_path_factory, worker_id) -> dict[str, str]:
     """The environment of a run with the test session's store (ETHOSWEEP_CACHE, docs/cache.md): for

@@ -1,151 +1,211 @@
-"""`python -m snakemake` for the tests, forked from a process that imported Snakemake once.
+"""`python -m <module> <args>` for the tests, forked from a process that imported the module once.
 
-A new interpreter spends about 0.65 of the 0.9 CPU-seconds of a small run's Snakemake on importing
-Snakemake and the libraries it imports during a run, and collecting its plugins; the suite starts
-Snakemake about 150 times. Here a server per pytest-xdist worker does that once and forks a process
-per run, which then runs as the interpreter would: `runpy` runs `snakemake` as `__main__` with the
-run's arguments, environment, working directory (also sys.path[0], as `-m` puts it there) and
-files for its output, and it ends as a Python program ends (atexit handlers, its exit status). Only
-third-party modules are imported before the fork: ethosweep is imported by the run itself, so the
-code under test and its reading of the environment are the run's own. A run whose environment
-changes how Python finds modules (a PYTHON* variable) starts a new interpreter, as before.
+A new interpreter spends most of a small run's CPU on imports: 0.65 of the 0.9 CPU-seconds of
+Snakemake's start (its modules, the libraries a run imports, its plugin registries), and about 9 of
+the seeds' way's (aot_arm_compiler imports torch, ExecuTorch and its model registry). The suite
+starts Snakemake about 150 times, and the benchmarks' small modes the seeds' way in five processes.
+Here one server per module and environment, shared by the test session's processes (its pytest-xdist
+workers and the benchmarks' scripts), imports the module once and forks a process per run, which
+then runs as the interpreter would: `runpy` runs the module as `__main__` with the run's arguments,
+environment, working directory (also sys.path[0], as `-m` puts it there) and files for its output,
+and it ends as a Python program ends (atexit handlers, its exit status). Only third-party modules are
+imported before the fork: ethosweep is imported by the run itself, so the code under test and its
+reading of the environment are the run's own. A server is keyed by the variables that change how
+Python finds modules (PYTHON*) or torch's threads, and ends after IDLE_SECONDS without a run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import importlib
 import json
 import os
 import runpy
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from pathlib import Path
 
-# What a run of the workflow imports besides ethosweep (measured with sys.modules after a run)
-PRELOAD = (
-    "snakemake.cli",
-    "snakemake.api",
-    "snakemake.workflow",
-    "snakemake.dag",
-    "snakemake.persistence",
-    "snakemake.report",
-    "snakemake.script",
-    "snakemake.utils",
-    "jsonschema",
-    "nbformat",
-    "packaging.requirements",
-    "platformdirs",
-    "requests",
-    "yaml",
-)
-REGISTRIES = (
-    "snakemake_interface_executor_plugins.registry:ExecutorPluginRegistry",
-    "snakemake_interface_storage_plugins.registry:StoragePluginRegistry",
-    "snakemake_interface_report_plugins.registry:ReportPluginRegistry",
-    "snakemake_interface_logger_plugins.registry:LoggerPluginRegistry",
-    "snakemake_interface_scheduler_plugins.registry:SchedulerPluginRegistry",
-)
+# Where the servers' sockets are; tests/conftest.py sets it to a folder of the test session's
+FOLDER_VARIABLE = "PRELOADED_SERVERS"
+IDLE_SECONDS = 120
+STARTUP_SECONDS = 300
+
+# What each module's runs import besides ethosweep, imported by its server (Snakemake's: read from
+# sys.modules after a run of the workflow; its plugin registries are singletons that collect once)
+PRELOAD = {
+    "snakemake": (
+        "snakemake.cli",
+        "snakemake.api",
+        "snakemake.workflow",
+        "snakemake.dag",
+        "snakemake.persistence",
+        "snakemake.report",
+        "snakemake.script",
+        "snakemake.utils",
+        "jsonschema",
+        "nbformat",
+        "packaging.requirements",
+        "platformdirs",
+        "requests",
+        "yaml",
+        "snakemake_interface_executor_plugins.registry:ExecutorPluginRegistry",
+        "snakemake_interface_storage_plugins.registry:StoragePluginRegistry",
+        "snakemake_interface_report_plugins.registry:ReportPluginRegistry",
+        "snakemake_interface_logger_plugins.registry:LoggerPluginRegistry",
+        "snakemake_interface_scheduler_plugins.registry:SchedulerPluginRegistry",
+    ),
+}
 
 
-def _preload() -> None:
-    import importlib
-
-    for name in PRELOAD:
-        importlib.import_module(name)
-    for path in REGISTRIES:
-        module, cls = path.split(":")
-        getattr(importlib.import_module(module), cls)()  # a singleton: collects the installed plugins
-
-
-def _serve() -> dict:
-    """Answer requests on stdin until it closes; returns only in a forked child, with its request."""
-    requests = os.fdopen(0, "rb", buffering=0)
-    while line := _read_line(requests):
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            return request
-        os.write(1, json.dumps({"pid": pid}).encode() + b"\n")
-        _, status = os.waitpid(pid, 0)
-        os.write(1, json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-    os._exit(0)
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, text=True, env=env) for a `python -m <module>`
+    command line, from its module's server."""
+    assert command[:2] == [sys.executable, "-m"], command
+    with tempfile.TemporaryDirectory(prefix="preloaded") as folder:
+        out, err = Path(folder, "stdout"), Path(folder, "stderr")
+        returncode = run_module(command[2], command[3:], cwd=os.getcwd(), env=env, stdout=out, stderr=err)
+        return subprocess.CompletedProcess(command, returncode, out.read_text(), err.read_text())
 
 
-def _read_line(stream) -> bytes:
+def run_module(module: str, args: list[str], cwd: str, env: dict[str, str], stdout: Path, stderr: Path) -> int:
+    """`python -m module args` in `cwd` with `env`, its output to the two files; its exit status."""
+    request = {"args": args, "env": env, "cwd": cwd, "stdout": str(stdout), "stderr": str(stderr)}
+    with _connected(module, env) as conn:
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        reply = _read_line(conn)
+    if not reply:
+        raise RuntimeError(f"the server of {module} ended during a run")
+    return json.loads(reply)["returncode"]
+
+
+def _read_line(conn: socket.socket) -> bytes:
     line = b""
-    while not line.endswith(b"\n"):
-        byte = stream.read(1)
-        if not byte:
-            return b""
-        line += byte
+    while not line.endswith(b"\n") and (chunk := conn.recv(65536)):
+        line += chunk
     return line
 
 
-def _run_snakemake(request: dict) -> None:
-    """In the forked child: become `python -m snakemake <args>` started with the request's settings."""
+def _socket_path(module: str, env: dict[str, str]) -> Path:
+    folder = Path(os.environ.get(FOLDER_VARIABLE) or Path(tempfile.gettempdir()) / f"preloaded-{os.getuid()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    key = json.dumps([sys.executable, __file__, module, sorted(_import_settings(env).items())])
+    return folder / f"{module.rsplit('.', 1)[-1]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
+
+
+def _import_settings(env) -> dict[str, str]:
+    """What a server is keyed by: the variables read when the preloaded modules are imported (how
+    Python finds modules; torch's thread count)."""
+    return {name: value for name, value in env.items() if name.startswith(("PYTHON", "OMP_", "MKL_"))}
+
+
+@contextlib.contextmanager
+def _connected(module: str, env: dict[str, str]):
+    path = _socket_path(module, env)
+    conn = _connect(path)
+    if conn is None:
+        with open(f"{path}.lock", "w") as lock:  # one server per socket: the first to find none starts it
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            conn = _connect(path) or _start(path, module, env)
+    with conn:
+        yield conn
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        return conn
+    except OSError:
+        conn.close()
+        return None
+
+
+def _start(path: Path, module: str, env: dict[str, str]) -> socket.socket:
+    path.unlink(missing_ok=True)
+    settings = _import_settings(env)
+    server_env = {**{k: v for k, v in os.environ.items() if k not in _import_settings(os.environ)}, **settings}
+    with open(f"{path}.log", "a") as log:
+        subprocess.Popen(
+            [sys.executable, __file__, str(path), module],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=server_env,
+            start_new_session=True,  # not stopped with the run that started it: it serves the session
+        )
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while (conn := _connect(path)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server of {module} did not start (its log: {path}.log)")
+        time.sleep(0.05)
+    return conn
+
+
+# ---- the server ---------------------------------------------------------------------------
+
+
+def _preload(module: str) -> None:
+    for name in PRELOAD.get(module, (module,)):
+        name, _, singleton = name.partition(":")
+        imported = importlib.import_module(name)
+        if singleton:
+            getattr(imported, singleton)()
+
+
+def _serve(path: Path, module: str) -> dict:
+    """Fork a run for each connection until IDLE_SECONDS pass without one; returns only in a run's
+    process, with its request. A run's status is sent by a process between the two (forked for each
+    connection), which waits for it, so that the server takes the next connection at once."""
+    _preload(module)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(16)
+    listener.settimeout(IDLE_SECONDS)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiting processes end unwaited for
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            path.unlink(missing_ok=True)
+            os._exit(0)
+        if os.fork() == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            listener.close()
+            request = json.loads(_read_line(conn))
+            pid = os.fork()
+            if pid == 0:
+                conn.close()
+                return request
+            _, status = os.waitpid(pid, 0)
+            conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            os._exit(0)
+        conn.close()
+
+
+def _run(module: str, request: dict) -> None:
+    """In a run's process: become `python -m module <args>` started with the request's settings."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    same = request["stderr"] == request["stdout"]  # one file for both: one offset, as 2>&1 gives
+    err = out if same else os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
     sys.path.insert(0, request["cwd"])
     sys.argv = ["-m", *request["args"]]
-    sys.orig_argv = [sys.executable, "-m", "snakemake", *request["args"]]
-    runpy.run_module("snakemake", run_name="__main__", alter_sys=True)
-
-
-class _Server:
-    """The forking server of this pytest-xdist worker, started on first use."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.process: subprocess.Popen | None = None
-        self.env: dict[str, str] = {}
-
-    def start(self) -> subprocess.Popen:
-        if self.process is None or self.process.poll() is not None:
-            self.env = dict(os.environ)
-            self.process = subprocess.Popen(
-                [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env
-            )
-        return self.process
-
-    def serves(self, env: dict[str, str]) -> bool:
-        """Whether a run with `env` imports what a new interpreter would (no PYTHON* variable differs)."""
-        names = {name for name in (*env, *self.env) if name.startswith("PYTHON")}
-        return self.process is None or all(env.get(name) == self.env.get(name) for name in names)
-
-    def run(self, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-        with self.lock, tempfile.TemporaryDirectory(prefix="snakemake-run") as folder:
-            process = self.start()
-            out, err = Path(folder, "stdout"), Path(folder, "stderr")
-            request = {"args": args, "env": env, "cwd": os.getcwd(), "stdout": str(out), "stderr": str(err)}
-            process.stdin.write(json.dumps(request).encode() + b"\n")
-            process.stdin.flush()
-            json.loads(process.stdout.readline())  # its pid
-            reply = process.stdout.readline()
-            if not reply:
-                raise RuntimeError("the Snakemake forking server ended during a run")
-            returncode = json.loads(reply)["returncode"]
-            command = [sys.executable, "-m", "snakemake", *args]
-            return subprocess.CompletedProcess(command, returncode, out.read_text(), err.read_text())
-
-
-SERVER = _Server()
-
-
-def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    """subprocess.run(command, capture_output=True, text=True, env=env) for a `python -m snakemake`
-    command line, from the forking server where it imports what a new interpreter would."""
-    assert command[:3] == [sys.executable, "-m", "snakemake"], command
-    if not SERVER.serves(env):
-        return subprocess.run(command, capture_output=True, text=True, env=env)
-    return SERVER.run(command[3:], env)
+    sys.orig_argv = [sys.executable, "-m", module, *request["args"]]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
     sys.path.pop(0)  # this file's folder: a run's sys.path[0] is its working directory
-    _preload()
-    _run_snakemake(_serve())
+    _socket, _module = Path(sys.argv[1]), sys.argv[2]
+    _run(_module, _serve(_socket, _module))
