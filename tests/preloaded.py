@@ -131,7 +131,7 @@ def _start(path: Path, module: str, env: dict[str, str]) -> socket.socket:
     settings = _import_settings(env)
     server_env = {**{k: v for k, v in os.environ.items() if k not in _import_settings(os.environ)}, **settings}
     with open(f"{path}.log", "a") as log:
-        subprocess.Popen(
+        server = subprocess.Popen(
             [sys.executable, __file__, str(path), module],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -141,7 +141,7 @@ def _start(path: Path, module: str, env: dict[str, str]) -> socket.socket:
         )
     deadline = time.monotonic() + STARTUP_SECONDS
     while (conn := _connect(path)) is None:
-        if time.monotonic() > deadline:
+        if server.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the server of {module} did not start (its log: {path}.log)")
         time.sleep(0.05)
     return conn
