@@ -84,10 +84,14 @@ def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> list[str]:
     ]
 
 
-def snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, env: dict | None = None, check: bool = True, fresh: bool = False
+) -> subprocess.CompletedProcess:
     """Run the repository's workflow in `workdir`, as a user would (default profile included); from
-    a process that imported Snakemake once (tests/preloaded.py)."""
-    proc = preloaded.run(snakemake_command(workdir, *args), env={**os.environ, **(env or {})})
+    a process that imported Snakemake once (tests/preloaded.py), or `fresh`, a new interpreter: its
+    runs share that process's hash seed, a run compared with another for determinism must not."""
+    command, env = snakemake_command(workdir, *args), {**os.environ, **(env or {})}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env) if fresh else preloaded.run(command, env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     return proc

@@ -1,18 +1,13 @@
-"""`python -m <module> <args>` for the tests, forked from a process that imported the module once.
+"""`python -m <module> <args>` for the tests, forked from a server that imported the module once.
 
-A new interpreter spends most of a small run's CPU on imports: 0.65 of the 0.9 CPU-seconds of
-Snakemake's start (its modules, the libraries a run imports, its plugin registries), and about 9 of
-the seeds' way's (aot_arm_compiler imports torch, ExecuTorch and its model registry). The suite
-starts Snakemake about 150 times, and the benchmarks' small modes the seeds' way in five processes.
-Here one server per module and environment, shared by the test session's processes (its pytest-xdist
-workers and the benchmarks' scripts), imports the module once and forks a process per run, which
-then runs as the interpreter would: `runpy` runs the module as `__main__` with the run's arguments,
-environment, working directory (also sys.path[0], as `-m` puts it there) and files for its output,
-and it ends as a Python program ends (atexit handlers, its exit status). Only third-party modules are
-imported before the fork: ethosweep is imported by the run itself, so the code under test and its
-reading of the environment are the run's own. A server is keyed by the variables that change how
-Python finds modules (PYTHON*) or torch's threads, and ends after IDLE_SECONDS without a run.
-"""
+Most of a small Snakemake run's start (0.65 of 0.9 CPU-seconds) and of the seeds' way's (~9
+CPU-seconds: torch, ExecuTorch) is imports. One server per module and import environment (PYTHON*,
+thread counts), shared by the session's pytest-xdist workers and benchmark scripts, imports the
+module's third-party libraries and forks each run, which `runpy` runs as `__main__` with the run's
+arguments, environment, working directory and output files, ending as a program ends (atexit, exit
+status); ethosweep is imported by the run itself. Unlike new interpreters, a server's runs share its
+hash seed: a test comparing two runs for determinism starts one afresh. A server ends after
+IDLE_SECONDS without a run."""
 
 from __future__ import annotations
 

@@ -1,38 +1,36 @@
 """ethosweep compiles a cell exactly as ExecuTorch's own aot_arm_compiler does."""
 
 import csv
-import subprocess
+import os
 import sys
 from pathlib import Path
 
+import preloaded
 from conftest import REPO, U55_CELL
 from ethosweep.runtime.io import read_json
 
 sys.path.insert(0, str(REPO / "perf"))
-from peer import program_without_debug_path  # noqa: E402 - the benchmarks' own comparison with the seeds' way
+from peer import AOT_MODULE, program_without_debug_path  # noqa: E402 - the benchmarks' own comparison with the seeds' way
 
 SEED_CELL_FLAGS = ["--target=ethos-u55-128", "--system_config=Ethos_U55_High_End_Embedded", "--memory_mode=Shared_Sram"]
 
 
 def run_aot(tmp_path: Path, intermediates: Path | None) -> Path:
-    """aot_arm_compiler on the seed MNIST cell; with `intermediates`, it also keeps Vela's reports there."""
+    """aot_arm_compiler on the seed MNIST cell; with `intermediates`, it also keeps Vela's reports
+    there. Forked from the session's server that imported it (tests/preloaded.py), as the
+    benchmarks' seeds' way is: its import is most of a run's CPU."""
     pte = tmp_path / ("aot_intermediates.pte" if intermediates else "aot.pte")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "executorch.backends.arm.scripts.aot_arm_compiler",
-            f"--model_name={REPO / 'models' / 'mnist.py'}",
-            "--delegate",
-            "--quantize",
-            *SEED_CELL_FLAGS,
-            f"--output={pte}",
-            *([f"--intermediates={intermediates}"] if intermediates else []),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
-    )
+    args = [
+        f"--model_name={REPO / 'models' / 'mnist.py'}",
+        "--delegate",
+        "--quantize",
+        *SEED_CELL_FLAGS,
+        f"--output={pte}",
+        *([f"--intermediates={intermediates}"] if intermediates else []),
+    ]
+    log = tmp_path / "aot.log"
+    status = preloaded.run_module(AOT_MODULE, args, cwd=str(tmp_path), env=dict(os.environ), stdout=log, stderr=log)
+    assert status == 0, log.read_text()[-3000:]
     return pte
 
 
