@@ -88,6 +88,8 @@ def _read_line(conn: socket.socket) -> bytes:
 
 def _socket_path(module: str, env: dict[str, str]) -> Path:
     folder = Path(os.environ.get(FOLDER_VARIABLE) or Path(tempfile.gettempdir()) / f"preloaded-{os.getuid()}")
+    if len(str(folder)) > 60:  # a Unix socket's path has at most 107 bytes: a short folder named after it
+        folder = Path("/tmp") / f"preloaded-{os.getuid()}-{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
     key = json.dumps([sys.executable, __file__, module, sorted(_import_settings(env).items())])
     return folder / f"{module.rsplit('.', 1)[-1]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
