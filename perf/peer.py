@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from workdirs import SHARED_WORKERS
+from workdirs import SHARED_WORKERS, preloaded
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,15 +144,13 @@ AOT_MODULE = "executorch.backends.arm.scripts.aot_arm_compiler"
 
 
 def _forked_from_one_import():
-    sys.path.insert(0, str(REPO / "tests"))
-    import preloaded
-
+    servers = preloaded()
     print(f"  (the seeds' way runs forked from one process that imported it: {SHARED_WORKERS}=shared; not its times)")
 
     def run(command: list[str], out: Path) -> int:
         args = command[command.index(AOT_MODULE) + 1 :]
         log = out / "log.txt"
-        return preloaded.run_module(AOT_MODULE, args, cwd=str(out), env=PEER_ENV, stdout=log, stderr=log)
+        return servers.run_module(AOT_MODULE, args, cwd=str(out), env=PEER_ENV, stdout=log, stderr=log)
 
     return run
 

@@ -105,10 +105,16 @@ def run_snakemake(command: list[str], env: dict[str, str] | None = None) -> subp
     env = dict(os.environ if env is None else env)
     if os.environ.get(SHARED_WORKERS) != "shared" or command[:3] != [sys.executable, "-m", "snakemake"]:
         return subprocess.run(command, env=env, capture_output=True, text=True)
-    sys.path.insert(0, str(REPO / "tests"))
-    import preloaded
+    return preloaded().run(command, env)
 
-    return preloaded.run(command, env)
+
+def preloaded():
+    """tests/preloaded.py, the test session's servers of preloaded modules (SHARED_WORKERS only)."""
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
+    import preloaded as module
+
+    return module
 
 
 def run_all(commands: list[list[str]], cores: int) -> None:

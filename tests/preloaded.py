@@ -95,10 +95,13 @@ def _socket_path(module: str, env: dict[str, str]) -> Path:
     return folder / f"{module.rsplit('.', 1)[-1]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
 
 
+# What a server is keyed by: the variables read when the preloaded modules are imported (how Python
+# finds modules; torch's thread count)
+IMPORT_SETTINGS = ("PYTHON", "OMP_", "MKL_")
+
+
 def _import_settings(env) -> dict[str, str]:
-    """What a server is keyed by: the variables read when the preloaded modules are imported (how
-    Python finds modules; torch's thread count)."""
-    return {name: value for name, value in env.items() if name.startswith(("PYTHON", "OMP_", "MKL_"))}
+    return {name: value for name, value in env.items() if name.startswith(IMPORT_SETTINGS)}
 
 
 @contextlib.contextmanager
@@ -125,8 +128,7 @@ def _connect(path: Path) -> socket.socket | None:
 
 def _start(path: Path, module: str, env: dict[str, str]) -> socket.socket:
     path.unlink(missing_ok=True)
-    settings = _import_settings(env)
-    server_env = {**{k: v for k, v in os.environ.items() if k not in _import_settings(os.environ)}, **settings}
+    server_env = {**{k: v for k, v in os.environ.items() if not k.startswith(IMPORT_SETTINGS)}, **_import_settings(env)}
     with open(f"{path}.log", "a") as log:
         server = subprocess.Popen(
             [sys.executable, __file__, str(path), module],
