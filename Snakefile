@@ -5,6 +5,8 @@
 #                                \-> verify (TOSA reference model on data)  -> summary
 #   lower -> firmware plan (pools) -> [runner build -> FVP run, where the SDK is configured]
 #   export -> CPU-only lowering (Cortex-M, no NPU) -> [runner ELF -> QEMU run, where configured]
+import gc
+
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -30,6 +32,11 @@ include: "workflow/rules/cpu.smk"
 include: "workflow/rules/deploy.smk"
 include: "workflow/rules/summary.smk"
 include: "workflow/rules/report.smk"
+
+
+# What exists by now (Snakemake's and ethosweep's modules, the config, the rules) lives as long as
+# the run: out of the cyclic GC's reach, its collections stop walking it again as the DAG grows.
+gc.freeze()
 
 
 rule all:

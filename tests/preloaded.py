@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import importlib
 import json
@@ -162,6 +163,9 @@ def _serve(path: Path, module: str) -> dict:
     process, with its request. A run's status is sent by a process between the two (forked for each
     connection), which waits for it, so that the server takes the next connection at once."""
     _preload(module)
+    # the imported modules out of the cyclic GC's reach, as the warm worker does: a run's full
+    # collections would walk (and in a fork copy) them all; a Snakemake dry run 0.44 -> 0.32 CPU-s
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(16)
