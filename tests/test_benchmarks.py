@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import preloaded
 from conftest import REPO
 
 
@@ -23,14 +24,10 @@ def with_the_session_store(session_store, monkeypatch):
 
 def run_benchmark(script: str, *args: str, workdir) -> str:
     """A benchmark's small mode, its cold runs on the session's warm worker (perf/workdirs.py
-    own_workers) and store: what is checked here is each step and verdict, not a cold run's time."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "perf" / script), *args, "--workdir", str(workdir)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "ETHOSWEEP_BENCHMARK_WORKERS": "shared"},
-    )
+    own_workers) and store: what is checked here is each step and verdict, not a cold run's time.
+    Forked from the session's server that imported torch and ExecuTorch (tests/preloaded.py)."""
+    command = [sys.executable, str(REPO / "perf" / script), *args, "--workdir", str(workdir)]
+    proc = preloaded.run(command, env={**os.environ, "ETHOSWEEP_BENCHMARK_WORKERS": "shared"}, timeout=1800)
     assert proc.returncode == 0, f"{script} {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
     return proc.stdout
@@ -122,12 +119,7 @@ def test_the_cache_benchmark_reaches_its_identity_verdict(tmp_path):
 
 
 def test_the_coverage_benchmark_prints_its_table():
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "perf" / "coverage.py"), "--repeats", "20"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = preloaded.run([sys.executable, str(REPO / "perf" / "coverage.py"), "--repeats", "20"], dict(os.environ), 600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| mean, lognormal |" in proc.stdout and "| paired difference, [0.6, 0.1, 0.1, 0.2] |" in proc.stdout
     assert re.search(r"lowest: \d+\.\d %", proc.stdout)
