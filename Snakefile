@@ -9,7 +9,12 @@ import gc
 
 from snakemake.utils import min_version
 
+from ethosweep.runtime.bytecode import compile_package
+
 min_version("9.0")
+# ethosweep's modules compiled once for the run's jobs, before the rules import them too
+# (ethosweep.runtime.bytecode)
+compile_package()
 
 
 configfile: "config/config.yaml"
