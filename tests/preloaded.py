@@ -174,7 +174,7 @@ def _start(path: Path, server: str, env: dict[str, str]) -> socket.socket:
     path.unlink(missing_ok=True)
     server_env = {**{k: v for k, v in os.environ.items() if not k.startswith(IMPORT_SETTINGS)}, **_import_settings(env)}
     with open(f"{path}.log", "a") as log:
-        server = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, __file__, str(path), server],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -184,7 +184,7 @@ def _start(path: Path, server: str, env: dict[str, str]) -> socket.socket:
         )
     deadline = time.monotonic() + STARTUP_SECONDS
     while (conn := _connect(path)) is None:
-        if server.poll() is not None or time.monotonic() > deadline:
+        if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the server of {server} did not start (its log: {path}.log)")
         time.sleep(0.05)
     return conn
@@ -207,7 +207,7 @@ def _serve(path: Path, server: str) -> dict:
     connection), which waits for it, so that the server takes the next connection at once."""
     _preload(server)
     # the imported modules out of the cyclic GC's reach, as the warm worker does: a run's full
-    # collections would walk (and in a fork copy) them all; a Snakemake dry run 0.44 -> 0.32 CPU-s
+    # collections would walk (and in a fork copy) them all (docs/performance.md)
     gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
