@@ -4,7 +4,8 @@ uv compiles the installed libraries when it installs them (pyproject.toml's `com
 not this package: an editable install leaves its sources in src/. Where PYTHONDONTWRITEBYTECODE is
 set (as on these machines), each job's process and each fork of a warm worker then compiled every
 ethosweep module it imported from source, every time. A run compiles them once, at its start; Python
-reads a fresh .pyc whatever that variable says, and recompiles a module whose source changed since.
+reads a fresh .pyc whatever that variable says, and compiles a module edited since from its source
+until the next run's start writes its .pyc.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import compileall
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+from ethosweep.runtime.codeversion import PACKAGE_DIR
 
 
 def compile_package(folder: Path = PACKAGE_DIR) -> None:
