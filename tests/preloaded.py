@@ -78,17 +78,20 @@ def _server(module: str) -> str:
     return TORCH if not module or module.startswith("executorch.") else module
 
 
-def run(command: list[str], env: dict[str, str], timeout: float | None = None) -> subprocess.CompletedProcess:
-    """subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout) for a
-    `python -m <module>` or `python <script>` command line, from its server (past `timeout`
+def run(
+    command: list[str], env: dict[str, str], timeout: float | None = None, cwd: str | Path | None = None
+) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    for a `python -m <module>` or `python <script>` command line, from its server (past `timeout`
     seconds: TimeoutError, and the run is left to end)."""
     assert command[0] == sys.executable, command
+    cwd = str(cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="preloaded") as folder:
         out, err = Path(folder, "stdout"), Path(folder, "stderr")
         if command[1] == "-m":
-            request = _request(command[3:], os.getcwd(), env, out, err, module=command[2])
+            request = _request(command[3:], cwd, env, out, err, module=command[2])
         else:
-            request = _request(command[2:], os.getcwd(), env, out, err, script=command[1])
+            request = _request(command[2:], cwd, env, out, err, script=command[1])
         returncode = _ask(request, timeout)
         return subprocess.CompletedProcess(command, returncode, out.read_text(), err.read_text())
 

@@ -47,11 +47,6 @@ def test_a_script_run_from_the_server_is_the_interpreters(tmp_path):
         env = {**os.environ, "PROBE_VALUE": f"value {status}"}
         command = [sys.executable, "scripts/probe.py", status, "two words"]
         fresh = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
-        here = os.getcwd()
-        os.chdir(tmp_path)  # preloaded.run runs in the working directory, as subprocess.run does
-        try:
-            forked = preloaded.run(command, env)
-        finally:
-            os.chdir(here)
+        forked = preloaded.run(command, env, cwd=tmp_path)
         assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
         assert fresh.returncode == int(status) and str(tmp_path / "scripts") in fresh.stdout
